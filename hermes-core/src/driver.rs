@@ -1,0 +1,272 @@
+//! The contract between Hermes and a queue backend.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::{Error, Message};
+
+/// A priority: a higher number is handled first.
+pub type Priority = i32;
+
+/// The priority of Hermes' default queue.
+pub const DEFAULT_PRIORITY: Priority = 100;
+
+/// A queue backend: sends messages and hands them out to workers.
+///
+/// The contract is pull-and-acknowledge: [`receive`](Driver::receive) claims one due message,
+/// and after the handlers ran the dispatcher calls [`ack`](Driver::ack) (done, remove it) or
+/// [`nack`](Driver::nack) (give it back for redelivery now). On drivers that declare
+/// [`Capabilities::at_least_once`], a claimed message that is neither acknowledged nor given back
+/// within the visibility timeout — its worker crashed — is delivered again.
+///
+/// Rules every driver keeps (the conformance suite in `hermes-testkit` checks them):
+/// - `send` to a priority without a queue, and `receive` with a filter naming one, fail with
+///   [`Error::UnknownPriority`].
+/// - A message whose `execute_at` is in the future is not delivered before it is due.
+/// - A message that cannot be decoded never reaches a handler, is never lost and never
+///   delivered forever: the driver moves it to its quarantine and `receive` returns
+///   [`Error::Undecodable`].
+///
+/// The trait is object safe and implemented for `Arc<D>` and `Box<D>`, so `Arc<dyn Driver>`
+/// works wherever a driver does.
+#[async_trait]
+pub trait Driver: fmt::Debug + Send + Sync + 'static {
+    /// A short name for logs, such as `"redis"` or `"filesystem"`.
+    fn name(&self) -> &'static str;
+
+    /// What this driver guarantees.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Adds a queue called `name` for `priority`. The default queue (priority
+    /// [`DEFAULT_PRIORITY`]) exists from the start. Setting up a priority again replaces its name.
+    ///
+    /// # Errors
+    /// [`Error::InvalidQueueName`] for a name that is not letters, digits, `.`, `_` and `-`, or
+    /// that starts with `.`; [`Error::Unsupported`] on a driver without priorities.
+    fn setup_priority_queue(&self, name: &str, priority: Priority) -> Result<(), Error>;
+
+    /// Puts `message` on the queue of `priority`, delayed until its `execute_at` when that is in
+    /// the future. Returns once the backend has the message.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may or may not have sent the message.
+    async fn send(&self, message: &Message, priority: Priority) -> Result<(), Error>;
+
+    /// Waits up to `wait` for a due message on the queues of `priorities` (empty = all),
+    /// highest priority first, and claims it. `Ok(None)` when none arrived in time.
+    ///
+    /// # Errors
+    /// [`Error::UnknownPriority`] for a filter naming a priority without a queue;
+    /// [`Error::Undecodable`] when the message it took could not be decoded (it is quarantined,
+    /// and the next call goes on with the next message); connection errors.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future loses no message: a message it had already claimed is delivered
+    /// again (at once, or after the visibility timeout).
+    async fn receive(
+        &self,
+        priorities: &[Priority],
+        wait: Duration,
+    ) -> Result<Option<Delivery>, Error>;
+
+    /// Marks `delivery` done: the message is removed for good. Acknowledging a delivery whose
+    /// lease already expired has no effect on the redelivered copy.
+    async fn ack(&self, delivery: &Delivery) -> Result<(), Error>;
+
+    /// Gives `delivery` back for redelivery now, as if it had never been claimed.
+    async fn nack(&self, delivery: &Delivery) -> Result<(), Error>;
+
+    /// Keeps `delivery` claimed for `by` more from now, so a slow handler is not run twice.
+    /// Drivers without [`Capabilities::extend`] return `Ok` and do nothing.
+    async fn extend(&self, delivery: &Delivery, by: Duration) -> Result<(), Error> {
+        let _ = (delivery, by);
+        Ok(())
+    }
+}
+
+/// What a driver guarantees. The conformance suite runs the scenarios of every declared
+/// capability and skips the others.
+///
+/// Build one from [`Capabilities::default`] (nothing declared) and set the fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// Messages with a future `execute_at` wait until due.
+    pub delay: bool,
+    /// Several priority queues, highest handled first.
+    pub priorities: bool,
+    /// Messages of one priority come out in the order they went in.
+    pub fifo: bool,
+    /// A claimed message that is not acknowledged within the visibility timeout is delivered
+    /// again (a crashed worker loses nothing).
+    pub at_least_once: bool,
+    /// [`Driver::extend`] prolongs a claim.
+    pub extend: bool,
+    /// The largest encoded message the driver accepts, in bytes; `None` for no limit.
+    pub max_payload: Option<usize>,
+}
+
+impl Capabilities {
+    /// Every capability, no payload limit.
+    pub fn all() -> Self {
+        Capabilities {
+            delay: true,
+            priorities: true,
+            fifo: true,
+            at_least_once: true,
+            extend: true,
+            max_payload: None,
+        }
+    }
+}
+
+/// A claimed message, handed out by [`Driver::receive`] and given back to
+/// [`Driver::ack`] or [`Driver::nack`] of the same driver.
+#[derive(Debug)]
+pub struct Delivery {
+    message: Message,
+    priority: Priority,
+    receipt: Receipt,
+}
+
+impl Delivery {
+    /// A delivery of `message`, found on the queue of `priority`, with the driver's `receipt`.
+    pub fn new(message: Message, priority: Priority, receipt: Receipt) -> Self {
+        Delivery {
+            message,
+            priority,
+            receipt,
+        }
+    }
+
+    /// The message.
+    pub fn message(&self) -> &Message {
+        &self.message
+    }
+
+    /// The priority of the queue the message came from.
+    pub fn priority(&self) -> Priority {
+        self.priority
+    }
+
+    /// The driver's token for this claim.
+    pub fn receipt(&self) -> &Receipt {
+        &self.receipt
+    }
+}
+
+/// A driver's own token for a claimed message (a file path, a delivery tag, a receipt handle).
+pub struct Receipt(Box<dyn Any + Send + Sync>);
+
+impl Receipt {
+    /// Wraps a driver's token.
+    pub fn new<T: Any + Send + Sync>(token: T) -> Self {
+        Receipt(Box::new(token))
+    }
+
+    /// The token, when it is a `T`.
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        self.0.downcast_ref()
+    }
+
+    /// The token as a `T`, or [`Error::InvalidDelivery`] naming `driver` when the delivery came
+    /// from another kind of driver.
+    pub fn expect<T: Any>(&self, driver: &'static str) -> Result<&T, Error> {
+        self.get().ok_or_else(|| {
+            Error::InvalidDelivery(format!("the delivery was not produced by a {driver} driver"))
+        })
+    }
+}
+
+impl fmt::Debug for Receipt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Receipt(..)")
+    }
+}
+
+macro_rules! delegate_driver {
+    ($($wrapper:ident),*) => {$(
+        #[async_trait]
+        impl<D: Driver + ?Sized> Driver for $wrapper<D> {
+            fn name(&self) -> &'static str {
+                (**self).name()
+            }
+            fn capabilities(&self) -> Capabilities {
+                (**self).capabilities()
+            }
+            fn setup_priority_queue(&self, name: &str, priority: Priority) -> Result<(), Error> {
+                (**self).setup_priority_queue(name, priority)
+            }
+            async fn send(&self, message: &Message, priority: Priority) -> Result<(), Error> {
+                (**self).send(message, priority).await
+            }
+            async fn receive(
+                &self,
+                priorities: &[Priority],
+                wait: Duration,
+            ) -> Result<Option<Delivery>, Error> {
+                (**self).receive(priorities, wait).await
+            }
+            async fn ack(&self, delivery: &Delivery) -> Result<(), Error> {
+                (**self).ack(delivery).await
+            }
+            async fn nack(&self, delivery: &Delivery) -> Result<(), Error> {
+                (**self).nack(delivery).await
+            }
+            async fn extend(&self, delivery: &Delivery, by: Duration) -> Result<(), Error> {
+                (**self).extend(delivery, by).await
+            }
+        }
+    )*};
+}
+
+delegate_driver!(Arc, Box);
+
+/// Checks a queue name: letters, digits, `.`, `_` and `-`, not empty, not starting with `.`,
+/// at most 200 bytes.
+///
+/// # Errors
+/// [`Error::InvalidQueueName`] saying what is wrong.
+pub fn validate_queue_name(name: &str) -> Result<(), Error> {
+    let reason = if name.is_empty() {
+        Some("a queue name must not be empty")
+    } else if name.starts_with('.') {
+        Some("a queue name must not start with '.'")
+    } else if name.len() > 200 {
+        Some("a queue name must not be longer than 200 bytes")
+    } else if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        Some("a queue name may contain only letters, digits, '.', '_' and '-'")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(Error::InvalidQueueName {
+            name: name.to_owned(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_names() {
+        for ok in ["hermes", "a.b_c-D9", "x"] {
+            assert!(validate_queue_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", ".hidden", "..", "a/b", "a\0b", "a b", "é", &"x".repeat(201)] {
+            let err = validate_queue_name(bad).unwrap_err();
+            assert!(matches!(err, Error::InvalidQueueName { .. }), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! Handlers: the code that runs a message.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::future::Future;
+
+use async_trait::async_trait;
+
+use crate::{Message, RetryPolicy};
+
+/// Runs messages of the types it is registered for on a [`Dispatcher`](crate::Dispatcher).
+///
+/// Return `Ok(true)` when the work is done, `Ok(false)` when it is not and should not be
+/// retried, and `Err` when it failed: the dispatcher logs the error and, when
+/// [`retry_policy`](Handler::retry_policy) gives a policy, sends a delayed copy of the message.
+/// A panic counts as an error.
+///
+/// For a closure, use [`handler_fn`].
+#[async_trait]
+pub trait Handler: Send + Sync + 'static {
+    /// Runs `message`.
+    ///
+    /// # Cancellation safety
+    /// On a graceful shutdown that outlasts its grace period, the future is dropped and the
+    /// message is given back to the queue unacknowledged, to be run again.
+    async fn handle(&self, message: &Message) -> Result<bool, HandlerError>;
+
+    /// The retry policy for failures of this handler; `None` (the default) never retries.
+    fn retry_policy(&self) -> Option<RetryPolicy> {
+        None
+    }
+
+    /// The name in log lines; the type name by default.
+    fn name(&self) -> Cow<'static, str> {
+        Cow::Borrowed(std::any::type_name::<Self>())
+    }
+}
+
+/// Why a handler failed: any error, or a plain message.
+///
+/// Any `std::error::Error` converts into it, so `?` works inside a handler.
+pub struct HandlerError(Box<dyn std::error::Error + Send + Sync + 'static>);
+
+impl HandlerError {
+    /// An error with the text `message`.
+    pub fn msg(message: impl fmt::Display) -> Self {
+        HandlerError(message.to_string().into())
+    }
+
+    /// The underlying error.
+    pub fn get_ref(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.0
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for HandlerError {
+    fn from(error: E) -> Self {
+        HandlerError(Box::new(error))
+    }
+}
+
+impl fmt::Display for HandlerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Debug for HandlerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+/// A handler made of an async closure that takes the message by value.
+///
+/// ```
+/// use hermes_core::{handler_fn, HandlerError, Message, RetryPolicy};
+///
+/// let handler = handler_fn(|message: Message| async move {
+///     if message.payload().is_none() {
+///         return Err(HandlerError::msg("no payload"));
+///     }
+///     Ok(true)
+/// })
+/// .named("mailer")
+/// .with_retry(RetryPolicy::default());
+/// ```
+pub fn handler_fn<F, Fut>(f: F) -> FnHandler<F>
+where
+    F: Fn(Message) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<bool, HandlerError>> + Send + 'static,
+{
+    FnHandler {
+        f,
+        name: Cow::Borrowed("closure"),
+        retry: None,
+    }
+}
+
+/// The handler [`handler_fn`] makes.
+pub struct FnHandler<F> {
+    f: F,
+    name: Cow<'static, str>,
+    retry: Option<RetryPolicy>,
+}
+
+impl<F> FnHandler<F> {
+    /// Sets the name used in log lines.
+    pub fn named(mut self, name: impl Into<Cow<'static, str>>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Retries failures with `policy`.
+    pub fn with_retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = Some(policy);
+        self
+    }
+}
+
+impl<F> fmt::Debug for FnHandler<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FnHandler")
+            .field("name", &self.name)
+            .field("retry", &self.retry)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl<F, Fut> Handler for FnHandler<F>
+where
+    F: Fn(Message) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<bool, HandlerError>> + Send + 'static,
+{
+    async fn handle(&self, message: &Message) -> Result<bool, HandlerError> {
+        (self.f)(message.clone()).await
+    }
+
+    fn retry_policy(&self) -> Option<RetryPolicy> {
+        self.retry.clone()
+    }
+
+    fn name(&self) -> Cow<'static, str> {
+        self.name.clone()
+    }
+}
+
+/// Prints each message and its payload to standard output and returns `true`. Retries with the
+/// default policy. The examples use it.
+#[derive(Debug, Clone, Default)]
+pub struct EchoHandler {
+    retry: RetryPolicy,
+}
+
+impl EchoHandler {
+    /// An echo handler with the default retry policy.
+    pub fn new() -> Self {
+        EchoHandler::default()
+    }
+}
+
+#[async_trait]
+impl Handler for EchoHandler {
+    async fn handle(&self, message: &Message) -> Result<bool, HandlerError> {
+        let payload = message
+            .payload()
+            .map_or_else(|| "null".to_owned(), ToString::to_string);
+        println!(
+            "Received message: #{} (type {})\nPayload: {payload}",
+            message.id(),
+            message.message_type()
+        );
+        Ok(true)
+    }
+
+    fn retry_policy(&self) -> Option<RetryPolicy> {
+        Some(self.retry.clone())
+    }
+
+    fn name(&self) -> Cow<'static, str> {
+        Cow::Borrowed("EchoHandler")
+    }
+}

@@ -1,0 +1,311 @@
+//! The message: what crosses from the emitting process to the worker.
+
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::Error;
+use crate::time::{to_unix, unix_now};
+
+/// One job: a type, an optional JSON payload, and the bookkeeping Hermes stores with it.
+///
+/// The fields and their meaning are those of Hermes' `Message`, so PHP and Rust processes can
+/// share a queue. The priority is not part of the message: it is an argument of
+/// [`Emitter::emit`](crate::Emitter::emit) and [`Driver::send`](crate::Driver::send) only.
+///
+/// ```
+/// use std::time::Duration;
+/// use hermes_core::Message;
+///
+/// let message = Message::builder("send-email")
+///     .payload(&serde_json::json!({"to": "a@b.c"}))
+///     .delay(Duration::from_secs(60))
+///     .build()?;
+/// assert_eq!(message.message_type(), "send-email");
+/// assert_eq!(message.retries(), 0);
+/// assert!(message.execute_at().unwrap() > message.created());
+/// # Ok::<(), hermes_core::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    id: String,
+    message_type: String,
+    payload: Option<Value>,
+    created: f64,
+    execute_at: Option<f64>,
+    retries: u32,
+}
+
+impl Message {
+    /// A message of `message_type` without payload, with a fresh id, created now.
+    pub fn new(message_type: impl Into<String>) -> Self {
+        Message {
+            id: new_id(),
+            message_type: message_type.into(),
+            payload: None,
+            created: unix_now(),
+            execute_at: None,
+            retries: 0,
+        }
+    }
+
+    /// A builder for a message of `message_type`; see [`MessageBuilder`].
+    pub fn builder(message_type: impl Into<String>) -> MessageBuilder {
+        MessageBuilder {
+            message: Message::new(message_type),
+            error: None,
+        }
+    }
+
+    /// The message id: a UUID v4 unless the sender chose one.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The message type, which selects the handlers that run it.
+    pub fn message_type(&self) -> &str {
+        &self.message_type
+    }
+
+    /// The payload: a JSON object or array, or `None`.
+    pub fn payload(&self) -> Option<&Value> {
+        self.payload.as_ref()
+    }
+
+    /// The payload as a `T`, through serde.
+    ///
+    /// A missing payload is read as JSON `null`, so `Option<T>` and `()` accept it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidMessage`] when the payload does not have the shape of `T`. The error names
+    /// the mismatch (a missing field, a wrong type) but does not quote payload strings.
+    pub fn payload_as<T: DeserializeOwned>(&self) -> Result<T, Error> {
+        let result = match &self.payload {
+            Some(value) => T::deserialize(value),
+            None => T::deserialize(&Value::Null),
+        };
+        result.map_err(|e| {
+            Error::InvalidMessage(format!(
+                "payload is not a {}: {}",
+                std::any::type_name::<T>(),
+                redact_quoted(&e.to_string())
+            ))
+        })
+    }
+
+    /// When the message was created, as Unix seconds with microseconds.
+    pub fn created(&self) -> f64 {
+        self.created
+    }
+
+    /// When the message is due, as Unix seconds, or `None` for "now".
+    pub fn execute_at(&self) -> Option<f64> {
+        self.execute_at
+    }
+
+    /// How many times this message has been retried after a failed handler.
+    pub fn retries(&self) -> u32 {
+        self.retries
+    }
+
+    /// Whether the message is due at Unix time `now` (it has no `execute_at`, or it has passed).
+    pub fn is_due_at(&self, now: f64) -> bool {
+        self.execute_at.is_none_or(|at| at <= now)
+    }
+
+    /// When the message is due: `execute_at`, or `created` when it has none.
+    pub fn due(&self) -> f64 {
+        self.execute_at.unwrap_or(self.created)
+    }
+
+    /// The copy a retry sends: the same id, type, payload and created time, `retries + 1`, due at
+    /// `execute_at`.
+    pub fn retry_copy(&self, execute_at: f64) -> Message {
+        Message {
+            retries: self.retries.saturating_add(1),
+            execute_at: Some(execute_at),
+            ..self.clone()
+        }
+    }
+
+    /// Builds a message from decoded parts, applying Hermes' rules: an empty id becomes a fresh
+    /// UUID, a payload that is not an object or array becomes `None`.
+    pub(crate) fn from_parts(
+        id: String,
+        message_type: String,
+        payload: Option<Value>,
+        created: f64,
+        execute_at: Option<f64>,
+        retries: u32,
+    ) -> Message {
+        Message {
+            id: if id.is_empty() { new_id() } else { id },
+            message_type,
+            payload: payload.filter(is_container),
+            created,
+            execute_at,
+            retries,
+        }
+    }
+}
+
+/// Builds a [`Message`] field by field; [`build`](MessageBuilder::build) reports the first
+/// invalid value.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct MessageBuilder {
+    message: Message,
+    error: Option<String>,
+}
+
+impl MessageBuilder {
+    /// Sets the id. An empty id means "generate one", as in Hermes.
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        let id = id.into();
+        self.message.id = if id.is_empty() { new_id() } else { id };
+        self
+    }
+
+    /// Sets the payload from anything serde can turn into a JSON object or array.
+    /// Anything else (a string, a number, `null`) makes [`build`](Self::build) fail.
+    pub fn payload<T: Serialize + ?Sized>(mut self, payload: &T) -> Self {
+        match serde_json::to_value(payload) {
+            Ok(value) if is_container(&value) => self.message.payload = Some(value),
+            Ok(_) => self.fail("the payload must be a JSON object or array"),
+            Err(e) => self.fail(format!("the payload cannot be serialized: {e}")),
+        }
+        self
+    }
+
+    /// Sets the creation time as Unix seconds.
+    pub fn created(mut self, created: f64) -> Self {
+        self.message.created = created;
+        self
+    }
+
+    /// Sets the creation time.
+    pub fn created_at(self, created: SystemTime) -> Self {
+        self.created(to_unix(created))
+    }
+
+    /// Makes the message due at Unix time `execute_at` (seconds).
+    pub fn execute_at(mut self, execute_at: f64) -> Self {
+        self.message.execute_at = Some(execute_at);
+        self
+    }
+
+    /// Makes the message due at `time`.
+    pub fn execute_at_time(self, time: SystemTime) -> Self {
+        self.execute_at(to_unix(time))
+    }
+
+    /// Makes the message due `delay` from now.
+    pub fn delay(self, delay: Duration) -> Self {
+        let at = unix_now() + delay.as_secs_f64();
+        self.execute_at((at * 1e6).round() / 1e6)
+    }
+
+    /// Sets the retry count.
+    pub fn retries(mut self, retries: u32) -> Self {
+        self.message.retries = retries;
+        self
+    }
+
+    /// The message.
+    ///
+    /// # Errors
+    /// [`Error::InvalidMessage`] for a payload that is not a JSON object or array, or a
+    /// `created`/`execute_at` that is not a finite number.
+    pub fn build(self) -> Result<Message, Error> {
+        if let Some(error) = self.error {
+            return Err(Error::InvalidMessage(error));
+        }
+        let m = &self.message;
+        if !m.created.is_finite() {
+            return Err(Error::InvalidMessage("created must be a finite number".into()));
+        }
+        if m.execute_at.is_some_and(|at| !at.is_finite()) {
+            return Err(Error::InvalidMessage("execute_at must be a finite number".into()));
+        }
+        Ok(self.message)
+    }
+
+    fn fail(&mut self, error: impl Into<String>) {
+        self.error.get_or_insert(error.into());
+    }
+}
+
+fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+fn is_container(value: &Value) -> bool {
+    value.is_object() || value.is_array()
+}
+
+/// Replaces every double-quoted part of a serde error text, which may quote payload data, by `"…"`.
+fn redact_quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut inside = false;
+    for c in text.chars() {
+        if c == '"' {
+            if !inside {
+                out.push_str("\"…\"");
+            }
+            inside = !inside;
+        } else if !inside {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builder_rejects_scalar_payload_and_non_finite_times() {
+        assert!(Message::builder("t").payload("text").build().is_err());
+        assert!(Message::builder("t").payload(&5).build().is_err());
+        assert!(Message::builder("t").created(f64::NAN).build().is_err());
+        assert!(Message::builder("t").execute_at(f64::INFINITY).build().is_err());
+        assert!(Message::builder("t").payload(&[1, 2]).build().is_ok());
+    }
+
+    #[test]
+    fn empty_id_becomes_uuid() {
+        let m = Message::builder("t").id("").build().unwrap();
+        assert_eq!(m.id().len(), 36);
+        let m = Message::builder("t").id("0").build().unwrap();
+        assert_eq!(m.id(), "0");
+    }
+
+    #[test]
+    fn payload_as_does_not_quote_payload_strings() {
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Mail {
+            to: u32,
+        }
+        let m = Message::builder("t")
+            .payload(&serde_json::json!({"to": "secret-address"}))
+            .build()
+            .unwrap();
+        let err = m.payload_as::<Mail>().unwrap_err().to_string();
+        assert!(!err.contains("secret-address"), "{err}");
+        assert!(err.contains("invalid type"), "{err}");
+    }
+
+    #[test]
+    fn retry_copy_keeps_identity() {
+        let m = Message::builder("t").id("x").retries(2).build().unwrap();
+        let copy = m.retry_copy(10.0);
+        assert_eq!(copy.id(), "x");
+        assert_eq!(copy.created(), m.created());
+        assert_eq!(copy.retries(), 3);
+        assert_eq!(copy.execute_at(), Some(10.0));
+    }
+}

@@ -1,0 +1,326 @@
+//! Turning messages into bytes and back: the [`Serializer`] trait and Hermes' JSON format.
+
+use std::fmt::Debug;
+
+use serde_json::{Map, Value};
+
+use crate::{DecodeError, Error, Message};
+
+/// Encodes messages for a driver and decodes what the driver receives.
+///
+/// Every driver takes one, [`JsonSerializer`] by default. Emitters and workers that share a
+/// queue must use the same format.
+pub trait Serializer: Debug + Send + Sync + 'static {
+    /// The bytes stored on the queue for `message`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidMessage`] when the message cannot be represented (a time that is not
+    /// finite).
+    fn serialize(&self, message: &Message) -> Result<Vec<u8>, Error>;
+
+    /// The message stored in `bytes`.
+    ///
+    /// # Errors
+    /// A [`DecodeError`] that says why, without quoting `bytes`.
+    fn deserialize(&self, bytes: &[u8]) -> Result<Message, DecodeError>;
+}
+
+/// Hermes' JSON format, byte for byte as PHP's `json_encode` writes it:
+///
+/// ```json
+/// {"message":{"id":"…","type":"send-email","created":1710000000.123,"payload":{"to":"a@b.c"},"execute_at":null,"retries":0}}
+/// ```
+///
+/// Keys come in that order; payload keys keep their order; `/` is written `\/` and non-ASCII
+/// characters as `\uXXXX`; floats use the shortest form that reads back the same, without a
+/// fraction when they are whole (`1700000000`).
+///
+/// Decoding follows Hermes' rules: `type`, `id` and `created` are required (`null` counts as
+/// missing); an empty id becomes a fresh UUID and a non-string id is an error; a payload that is
+/// not an object or array becomes `None`; `execute_at` and `retries` accept numbers and numeric
+/// strings (else none and 0).
+///
+/// ```
+/// use hermes_core::{JsonSerializer, Message, Serializer};
+///
+/// let bytes = br#"{"message":{"id":"id-2","type":"t","created":1700000000,"payload":[],"execute_at":1700000100.5,"retries":3}}"#;
+/// let message = JsonSerializer.deserialize(bytes)?;
+/// assert_eq!(message.retries(), 3);
+/// assert_eq!(JsonSerializer.serialize(&message)?, bytes);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct JsonSerializer;
+
+impl Serializer for JsonSerializer {
+    fn serialize(&self, message: &Message) -> Result<Vec<u8>, Error> {
+        let mut out = Vec::with_capacity(128);
+        out.extend_from_slice(b"{\"message\":{\"id\":");
+        write_string(&mut out, message.id());
+        out.extend_from_slice(b",\"type\":");
+        write_string(&mut out, message.message_type());
+        out.extend_from_slice(b",\"created\":");
+        write_float(&mut out, message.created(), "created")?;
+        out.extend_from_slice(b",\"payload\":");
+        match message.payload() {
+            Some(payload) => write_value(&mut out, payload)?,
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(b",\"execute_at\":");
+        match message.execute_at() {
+            Some(at) => write_float(&mut out, at, "execute_at")?,
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(b",\"retries\":");
+        out.extend_from_slice(message.retries().to_string().as_bytes());
+        out.extend_from_slice(b"}}");
+        Ok(out)
+    }
+
+    fn deserialize(&self, bytes: &[u8]) -> Result<Message, DecodeError> {
+        let fail = |reason: &str| DecodeError::new(reason, bytes);
+        let value: Value = serde_json::from_slice(bytes)
+            .map_err(|e| fail(&format!("invalid JSON: {}", json_error_reason(&e))))?;
+        let Value::Object(mut top) = value else {
+            return Err(fail("the top level is not a JSON object"));
+        };
+        let Some(Value::Object(mut fields)) = top.remove("message") else {
+            return Err(fail("\"message\" is missing or not an object"));
+        };
+        let message_type = match take(&mut fields, "type") {
+            None => return Err(fail("message.type is missing")),
+            Some(Value::String(s)) => s,
+            Some(_) => return Err(fail("message.type is not a string")),
+        };
+        let id = match take(&mut fields, "id") {
+            None => return Err(fail("message.id is missing")),
+            Some(Value::String(s)) => s,
+            Some(_) => return Err(fail("message.id is not a string")),
+        };
+        let created = match take(&mut fields, "created") {
+            None => return Err(fail("message.created is missing")),
+            Some(v) => number(&v).ok_or_else(|| fail("message.created is not a number"))?,
+        };
+        let payload = take(&mut fields, "payload");
+        let execute_at = take(&mut fields, "execute_at").and_then(|v| number(&v));
+        let retries = take(&mut fields, "retries")
+            .and_then(|v| number(&v))
+            .map_or(0, |r| r.clamp(0.0, f64::from(u32::MAX)) as u32);
+        Ok(Message::from_parts(
+            id,
+            message_type,
+            payload,
+            created,
+            execute_at,
+            retries,
+        ))
+    }
+}
+
+/// Removes `key`, treating JSON `null` as missing.
+fn take(fields: &mut Map<String, Value>, key: &str) -> Option<Value> {
+    fields.remove(key).filter(|v| !v.is_null())
+}
+
+/// A finite number, or a string PHP would call numeric.
+fn number(value: &Value) -> Option<f64> {
+    let n = match value {
+        Value::Number(n) => n.as_f64()?,
+        Value::String(s) => {
+            let s = s.trim_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
+            let numeric = !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_digit() || matches!(b, b'+' | b'-' | b'.' | b'e' | b'E'))
+                && s.bytes().any(|b| b.is_ascii_digit());
+            if !numeric {
+                return None;
+            }
+            s.parse::<f64>().ok()?
+        }
+        _ => return None,
+    };
+    n.is_finite().then_some(n)
+}
+
+/// A serde_json error's category and position, which never quote the input.
+fn json_error_reason(e: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    let what = match e.classify() {
+        Category::Eof => "unexpected end of input",
+        Category::Syntax => "syntax error",
+        Category::Data => "unexpected data",
+        Category::Io => "read error",
+    };
+    // The syntax messages of serde_json ("trailing characters", "expected value", …) name the
+    // problem, not the input; keep the part before " at line".
+    let text = e.to_string();
+    let detail = text.split(" at line").next().unwrap_or_default();
+    if detail.contains('"') || detail.contains('`') {
+        format!("{what} at line {} column {}", e.line(), e.column())
+    } else {
+        format!("{detail} at line {} column {}", e.line(), e.column())
+    }
+}
+
+fn write_value(out: &mut Vec<u8>, value: &Value) -> Result<(), Error> {
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                out.extend_from_slice(i.to_string().as_bytes());
+            } else if let Some(u) = n.as_u64() {
+                out.extend_from_slice(u.to_string().as_bytes());
+            } else {
+                write_float(out, n.as_f64().unwrap_or(f64::NAN), "payload")?;
+            }
+        }
+        Value::String(s) => write_string(out, s),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value(out, item)?;
+            }
+            out.push(b']');
+        }
+        Value::Object(map) => {
+            out.push(b'{');
+            for (i, (key, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_string(out, key);
+                out.push(b':');
+                write_value(out, item)?;
+            }
+            out.push(b'}');
+        }
+    }
+    Ok(())
+}
+
+/// A JSON string as PHP's `json_encode` writes it with default flags.
+fn write_string(out: &mut Vec<u8>, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let unit_escape = |out: &mut Vec<u8>, unit: u16| {
+        out.extend_from_slice(b"\\u");
+        for shift in [12, 8, 4, 0] {
+            out.push(HEX[usize::from((unit >> shift) & 0xf)]);
+        }
+    };
+    out.push(b'"');
+    for c in s.chars() {
+        match c {
+            '"' => out.extend_from_slice(b"\\\""),
+            '\\' => out.extend_from_slice(b"\\\\"),
+            '/' => out.extend_from_slice(b"\\/"),
+            '\u{8}' => out.extend_from_slice(b"\\b"),
+            '\u{c}' => out.extend_from_slice(b"\\f"),
+            '\n' => out.extend_from_slice(b"\\n"),
+            '\r' => out.extend_from_slice(b"\\r"),
+            '\t' => out.extend_from_slice(b"\\t"),
+            c if (c as u32) < 0x20 || (c as u32) >= 0x80 => {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    unit_escape(out, *unit);
+                }
+            }
+            c => out.push(c as u8),
+        }
+    }
+    out.push(b'"');
+}
+
+/// A float as PHP writes it with `serialize_precision = -1`: the shortest digits that read back
+/// the same, fixed notation from 1e-4 up to 1e17 (no fraction when whole), else `d.ddde+N`.
+fn write_float(out: &mut Vec<u8>, value: f64, field: &str) -> Result<(), Error> {
+    if !value.is_finite() {
+        return Err(Error::InvalidMessage(format!(
+            "{field} holds a number that is not finite, which JSON cannot represent"
+        )));
+    }
+    // `{:e}` gives the shortest round-trip digits: "-1.2345e-7", "1e0", "0e0".
+    let sci = format!("{value:e}");
+    let (negative, sci) = match sci.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, sci.as_str()),
+    };
+    let (mantissa, exponent) = sci.split_once('e').unwrap_or((sci, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    let digits: Vec<u8> = mantissa.bytes().filter(u8::is_ascii_digit).collect();
+    // PHP's decpt: the value is 0.d1d2… × 10^decpt.
+    let decpt = exponent + 1;
+    if negative {
+        out.push(b'-');
+    }
+    if decpt < -3 || decpt > 17 {
+        out.push(digits[0]);
+        out.push(b'.');
+        if digits.len() == 1 {
+            out.push(b'0');
+        } else {
+            out.extend_from_slice(&digits[1..]);
+        }
+        out.extend_from_slice(format!("e{}{}", if decpt > 0 { '+' } else { '-' }, (decpt - 1).abs()).as_bytes());
+    } else if decpt <= 0 {
+        out.extend_from_slice(b"0.");
+        out.extend(std::iter::repeat_n(b'0', decpt.unsigned_abs() as usize));
+        out.extend_from_slice(&digits);
+    } else {
+        let decpt = decpt as usize;
+        for i in 0..decpt {
+            out.push(digits.get(i).copied().unwrap_or(b'0'));
+        }
+        if digits.len() > decpt {
+            out.push(b'.');
+            out.extend_from_slice(&digits[decpt..]);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn float(v: f64) -> String {
+        let mut out = Vec::new();
+        write_float(&mut out, v, "x").unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn floats_are_written_as_php_writes_them() {
+        assert_eq!(float(1700000000.0), "1700000000");
+        assert_eq!(float(1637617498.172724), "1637617498.172724");
+        assert_eq!(float(1.5), "1.5");
+        assert_eq!(float(0.5), "0.5");
+        assert_eq!(float(0.05), "0.05");
+        assert_eq!(float(0.0001), "0.0001");
+        assert_eq!(float(0.00001), "1.0e-5");
+        assert_eq!(float(1.25e-7), "1.25e-7");
+        assert_eq!(float(0.0), "0");
+        assert_eq!(float(-0.0), "-0");
+        assert_eq!(float(-2.5), "-2.5");
+        assert_eq!(float(1e16), "10000000000000000");
+        assert_eq!(float(1e17), "1.0e+17");
+        assert_eq!(float(1e18), "1.0e+18");
+        assert_eq!(float(1.5e300), "1.5e+300");
+        assert_eq!(float(0.1 + 0.2), "0.30000000000000004");
+        assert!(write_float(&mut Vec::new(), f64::NAN, "x").is_err());
+    }
+
+    #[test]
+    fn strings_are_escaped_as_php_escapes_them() {
+        let mut out = Vec::new();
+        write_string(&mut out, "a/b\"\\\n\u{1}é😀<>&'\u{7f}");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#""a\/b\"\\\n\u0001\u00e9\ud83d\ude00<>&'"#.to_owned() + "\u{7f}\""
+        );
+    }
+}
