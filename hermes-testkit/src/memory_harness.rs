@@ -1,0 +1,74 @@
+//! The conformance harness of [`MemoryDriver`].
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use hermes_core::{DEFAULT_PRIORITY, Error, async_trait};
+
+use crate::suite::Harness;
+use crate::{MemoryDriver, MemoryOptions};
+
+/// Runs the conformance suite on [`MemoryDriver`]: instances opened on the same queue name
+/// share one in-memory queue.
+#[derive(Debug)]
+pub struct MemoryHarness {
+    queues: Mutex<HashMap<String, MemoryDriver>>,
+    visibility_timeout: Duration,
+}
+
+impl MemoryHarness {
+    /// A harness whose drivers use a 1 s visibility timeout and a 1 MiB payload limit.
+    pub fn new() -> Self {
+        MemoryHarness {
+            queues: Mutex::default(),
+            visibility_timeout: Duration::from_secs(1),
+        }
+    }
+
+    fn existing(&self, queue: &str) -> Result<MemoryDriver, Error> {
+        self.queues
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(queue)
+            .map(MemoryDriver::reopen)
+            .ok_or_else(|| Error::InvalidDelivery(format!("no queue {queue} was opened")))
+    }
+}
+
+impl Default for MemoryHarness {
+    fn default() -> Self {
+        MemoryHarness::new()
+    }
+}
+
+#[async_trait]
+impl Harness for MemoryHarness {
+    type Driver = MemoryDriver;
+
+    async fn open(&self, queue: &str) -> Result<MemoryDriver, Error> {
+        let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(driver) = queues.get(queue) {
+            return Ok(driver.reopen());
+        }
+        let mut options = MemoryOptions::default();
+        options.queue = queue.to_owned();
+        options.visibility_timeout = self.visibility_timeout;
+        options.max_payload = Some(1 << 20);
+        let driver = MemoryDriver::with_options(options)?;
+        queues.insert(queue.to_owned(), driver.reopen());
+        Ok(driver)
+    }
+
+    async fn push_raw(&self, queue: &str, bytes: &[u8]) -> Result<(), Error> {
+        self.existing(queue)?.push_raw(DEFAULT_PRIORITY, bytes)
+    }
+
+    async fn quarantined(&self, queue: &str) -> Result<usize, Error> {
+        Ok(self.existing(queue)?.quarantined().len())
+    }
+
+    fn visibility_timeout(&self) -> Duration {
+        self.visibility_timeout
+    }
+}

@@ -1,0 +1,81 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use hermes_core::{Driver, Error, async_trait};
+
+/// What the conformance suite needs from a driver crate: a way to open driver instances on a
+/// named queue, and a few facts about them.
+#[async_trait]
+pub trait Harness: Send + Sync + 'static {
+    /// The driver under test.
+    type Driver: Driver;
+
+    /// `Ok` when the backend is reachable; else why not (the test is then skipped, or fails
+    /// under `HERMES_TEST_STRICT=1`).
+    async fn available(&self) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Opens a driver instance whose default queue is called `queue`. Every call opens a new,
+    /// independent instance (as another process would) on the same queue.
+    async fn open(&self, queue: &str) -> Result<Self::Driver, Error>;
+
+    /// Puts `bytes` on the default queue called `queue` as a foreign producer would, without
+    /// going through the driver's serializer.
+    async fn push_raw(&self, queue: &str, bytes: &[u8]) -> Result<(), Error>;
+
+    /// How many inputs of the queue called `queue` are in quarantine.
+    async fn quarantined(&self, queue: &str) -> Result<usize, Error>;
+
+    /// The visibility timeout the instances were opened with (the time after which a claimed,
+    /// unacknowledged message is delivered again). Keep it short: scenarios wait for it.
+    fn visibility_timeout(&self) -> Duration;
+
+    /// A factor for the message counts of the bulk scenarios, for slow backends. Default 1.
+    fn scale(&self) -> f64 {
+        1.0
+    }
+
+    /// Removes what a test left on the backend for the queue called `queue`.
+    async fn cleanup(&self, queue: &str) {
+        let _ = queue;
+    }
+}
+
+/// Runs another harness's driver as `Arc<dyn Driver>`, to prove the suite passes through
+/// dynamic dispatch too.
+#[derive(Debug)]
+pub struct DynHarness<H>(pub H);
+
+#[async_trait]
+impl<H: Harness> Harness for DynHarness<H> {
+    type Driver = Arc<dyn Driver>;
+
+    async fn available(&self) -> Result<(), String> {
+        self.0.available().await
+    }
+
+    async fn open(&self, queue: &str) -> Result<Self::Driver, Error> {
+        Ok(Arc::new(self.0.open(queue).await?))
+    }
+
+    async fn push_raw(&self, queue: &str, bytes: &[u8]) -> Result<(), Error> {
+        self.0.push_raw(queue, bytes).await
+    }
+
+    async fn quarantined(&self, queue: &str) -> Result<usize, Error> {
+        self.0.quarantined(queue).await
+    }
+
+    fn visibility_timeout(&self) -> Duration {
+        self.0.visibility_timeout()
+    }
+
+    fn scale(&self) -> f64 {
+        self.0.scale()
+    }
+
+    async fn cleanup(&self, queue: &str) {
+        self.0.cleanup(queue).await;
+    }
+}

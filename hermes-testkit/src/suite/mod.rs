@@ -1,0 +1,143 @@
+//! The conformance suite: scenarios every driver must pass, run against a real backend.
+//!
+//! A driver crate implements [`Harness`] for its driver and calls [`conformance_suite!`]
+//! once in its `tests/`; that generates one named `#[test]` per scenario:
+//!
+//! ```
+//! hermes_testkit::conformance_suite!(hermes_testkit::MemoryHarness::new());
+//! ```
+//!
+//! Each test gets its own queue name, so tests run in parallel against one server. A scenario
+//! that needs a capability the driver does not declare is skipped with a note on stderr. When
+//! the harness reports its server unavailable, the test is skipped with the reason, or fails
+//! when the environment variable `HERMES_TEST_STRICT=1` is set (as in CI).
+//!
+//! [`conformance_suite!`]: crate::conformance_suite
+
+mod harness;
+pub mod scenarios;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use harness::{DynHarness, Harness};
+
+/// How a scenario ended when it did not fail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every check held.
+    Passed,
+    /// The driver does not declare what the scenario needs.
+    Skipped(String),
+}
+
+impl Outcome {
+    /// A skip because the driver lacks `capability`.
+    pub fn lacks(capability: &str) -> Outcome {
+        Outcome::Skipped(format!("the driver does not declare the `{capability}` capability"))
+    }
+}
+
+/// How long one scenario may take before it fails as hung.
+pub const SCENARIO_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// Whether missing servers fail tests (`HERMES_TEST_STRICT=1`) instead of skipping them.
+pub fn strict() -> bool {
+    std::env::var("HERMES_TEST_STRICT").is_ok_and(|v| v == "1" || v == "true")
+}
+
+/// Runs `scenario` named `name` with the harness `make_harness` builds, on a fresh queue name,
+/// in its own Tokio runtime; panics when it fails or hangs. The body of each generated test.
+pub fn run<H, F, Fut>(make_harness: impl FnOnce() -> H, name: &str, scenario: F)
+where
+    H: Harness,
+    F: FnOnce(Arc<H>, String) -> Fut,
+    Fut: Future<Output = Outcome>,
+{
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a Tokio runtime");
+    runtime.block_on(async {
+        let harness = Arc::new(make_harness());
+        if let Err(reason) = harness.available().await {
+            if strict() {
+                panic!("{name}: the server is not available (HERMES_TEST_STRICT=1): {reason}");
+            }
+            eprintln!("{name}: skipped, the server is not available: {reason}");
+            return;
+        }
+        let queue = unique_queue_name(name);
+        let outcome = tokio::time::timeout(SCENARIO_TIMEOUT, scenario(harness.clone(), queue.clone()))
+            .await
+            .unwrap_or_else(|_| panic!("{name}: no result after {SCENARIO_TIMEOUT:?}"));
+        harness.cleanup(&queue).await;
+        if let Outcome::Skipped(reason) = outcome {
+            eprintln!("{name}: skipped, {reason}");
+        }
+    });
+}
+
+/// A queue name for one test run: a short form of the scenario name and random hex, valid for
+/// every driver (letters, digits and `-`, at most 60 bytes).
+pub fn unique_queue_name(scenario: &str) -> String {
+    let short: String = scenario
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .take(40)
+        .collect();
+    format!("t-{short}-{:08x}", rand::random::<u32>())
+}
+
+/// Generates one `#[test]` per conformance scenario for the harness built by `$harness`
+/// (an expression evaluated once per test).
+///
+/// ```
+/// mod conformance {
+///     hermes_testkit::conformance_suite!(hermes_testkit::MemoryHarness::new());
+/// }
+/// ```
+#[macro_export]
+macro_rules! conformance_suite {
+    ($harness:expr) => {
+        $crate::conformance_suite!(@tests $harness;
+            round_trip_keeps_every_field,
+            unknown_priority_fails,
+            highest_priority_first,
+            priority_filter,
+            fifo_within_priority,
+            delayed_message_waits_until_due,
+            delayed_message_keeps_priority,
+            failing_handler_sends_one_delayed_copy,
+            nack_redelivers,
+            ack_removes_for_good,
+            vanished_instance_message_redelivered,
+            extend_keeps_claim,
+            concurrent_consumers_each_message_once,
+            undecodable_input_is_quarantined,
+            empty_receive_returns_within_wait,
+            large_payload_round_trip,
+            oversized_payload_rejected,
+            unicode_payload_round_trip,
+            dropped_receive_loses_nothing,
+            sent_by_one_received_by_another,
+            dispatcher_handles_emitted_messages,
+        );
+    };
+    (@tests $harness:expr; $($scenario:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $scenario() {
+                $crate::suite::run(
+                    || $harness,
+                    stringify!($scenario),
+                    |harness, queue| async move {
+                        $crate::suite::scenarios::$scenario(&*harness, &queue).await
+                    },
+                );
+            }
+        )*
+    };
+}

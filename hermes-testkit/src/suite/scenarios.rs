@@ -1,0 +1,614 @@
+//! The scenarios. Each takes the harness and a queue name of its own, and panics on failure.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hermes_core::time::unix_now;
+use hermes_core::{
+    DEFAULT_PRIORITY, Delivery, Dispatcher, Driver, Emitter, Error, HandlerError, Message,
+    Priority, RetryPolicy, handler_fn,
+};
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::{Harness, Outcome};
+
+/// The priority of the `-high` queue the scenarios set up.
+pub const HIGH: Priority = 200;
+/// The priority of the `-low` queue the scenarios set up.
+pub const LOW: Priority = 50;
+
+/// A receive wait long enough for any backend to deliver a message that is there.
+const PATIENCE: Duration = Duration::from_secs(10);
+/// A receive wait for "nothing is there".
+const BRIEF: Duration = Duration::from_millis(1500);
+
+async fn open<H: Harness>(h: &H, queue: &str) -> H::Driver {
+    h.open(queue)
+        .await
+        .unwrap_or_else(|e| panic!("opening a driver on {queue}: {e}"))
+}
+
+/// Opens an instance with the `-high` and `-low` priority queues set up.
+async fn open_with_priorities<H: Harness>(h: &H, queue: &str) -> H::Driver {
+    let driver = open(h, queue).await;
+    driver
+        .setup_priority_queue(&format!("{queue}-high"), HIGH)
+        .expect("setting up the high queue");
+    driver
+        .setup_priority_queue(&format!("{queue}-low"), LOW)
+        .expect("setting up the low queue");
+    driver
+}
+
+fn message(message_type: &str, n: usize) -> Message {
+    Message::builder(message_type)
+        .payload(&json!({ "n": n }))
+        .build()
+        .expect("a valid message")
+}
+
+async fn send(driver: &impl Driver, message: &Message, priority: Priority) {
+    driver
+        .send(message, priority)
+        .await
+        .unwrap_or_else(|e| panic!("sending #{}: {e}", message.id()));
+}
+
+async fn receive(driver: &impl Driver, priorities: &[Priority], wait: Duration) -> Option<Delivery> {
+    driver
+        .receive(priorities, wait)
+        .await
+        .unwrap_or_else(|e| panic!("receiving: {e}"))
+}
+
+async fn expect_one(driver: &impl Driver, priorities: &[Priority]) -> Delivery {
+    receive(driver, priorities, PATIENCE)
+        .await
+        .unwrap_or_else(|| panic!("no message arrived within {PATIENCE:?}"))
+}
+
+async fn ack(driver: &impl Driver, delivery: &Delivery) {
+    driver.ack(delivery).await.expect("acknowledging");
+}
+
+async fn expect_none(driver: &impl Driver, priorities: &[Priority], wait: Duration) {
+    if let Some(d) = receive(driver, priorities, wait).await {
+        panic!(
+            "expected no message, got #{} ({}) retries {}",
+            d.message().id(),
+            d.message().message_type(),
+            d.message().retries()
+        );
+    }
+}
+
+fn scaled<H: Harness>(h: &H, n: usize) -> usize {
+    ((n as f64 * h.scale()).ceil() as usize).clamp(4, n)
+}
+
+/// A message sent and received keeps its id, type, payload (key order included), created,
+/// execute_at and retries, and comes with the priority it was sent to.
+pub async fn round_trip_keeps_every_field<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver = open(h, queue).await;
+    let sent = Message::builder("round-trip")
+        .id(format!("id-{queue}"))
+        .payload(&json!({"z": 1, "a": [1, 2.5, "x"], "m": {"k": null, "b": true}}))
+        .created(1637617498.172724)
+        .execute_at(unix_now() - 5.0)
+        .retries(7)
+        .build()
+        .unwrap();
+    send(&driver, &sent, DEFAULT_PRIORITY).await;
+    let got = expect_one(&driver, &[]).await;
+    assert_eq!(got.message(), &sent);
+    assert_eq!(got.priority(), DEFAULT_PRIORITY);
+    let keys: Vec<_> = got.message().payload().unwrap().as_object().unwrap().keys().cloned().collect();
+    assert_eq!(keys, ["z", "a", "m"], "payload keys keep their order");
+    ack(&driver, &got).await;
+    Outcome::Passed
+}
+
+/// Sending to a priority without a queue, and receiving with a filter naming one, fail with
+/// `UnknownPriority`; nothing is sent.
+pub async fn unknown_priority_fails<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver = open(h, queue).await;
+    let err = driver.send(&message("t", 1), 12345).await.unwrap_err();
+    assert!(matches!(err, Error::UnknownPriority(12345)), "send: {err}");
+    let err = driver.receive(&[12345], BRIEF).await.unwrap_err();
+    assert!(matches!(err, Error::UnknownPriority(12345)), "receive: {err}");
+    let err = driver
+        .receive(&[DEFAULT_PRIORITY, 777], BRIEF)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::UnknownPriority(777)), "receive: {err}");
+    expect_none(&driver, &[], Duration::from_millis(200)).await;
+    Outcome::Passed
+}
+
+/// With messages waiting on several priorities, the highest priority comes first.
+pub async fn highest_priority_first<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver = open(h, queue).await;
+    if !driver.capabilities().priorities {
+        return Outcome::lacks("priorities");
+    }
+    drop(driver);
+    let driver = open_with_priorities(h, queue).await;
+    send(&driver, &message("low", 1), LOW).await;
+    send(&driver, &message("default", 2), DEFAULT_PRIORITY).await;
+    send(&driver, &message("high", 3), HIGH).await;
+    let mut order = Vec::new();
+    for _ in 0..3 {
+        let d = expect_one(&driver, &[]).await;
+        order.push((d.message().message_type().to_owned(), d.priority()));
+        ack(&driver, &d).await;
+    }
+    assert_eq!(
+        order,
+        [
+            ("high".to_owned(), HIGH),
+            ("default".to_owned(), DEFAULT_PRIORITY),
+            ("low".to_owned(), LOW)
+        ]
+    );
+    Outcome::Passed
+}
+
+/// A receive filtered to some priorities takes nothing from the others.
+pub async fn priority_filter<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver = open(h, queue).await;
+    if !driver.capabilities().priorities {
+        return Outcome::lacks("priorities");
+    }
+    drop(driver);
+    let driver = open_with_priorities(h, queue).await;
+    send(&driver, &message("high", 1), HIGH).await;
+    send(&driver, &message("default", 2), DEFAULT_PRIORITY).await;
+    let d = expect_one(&driver, &[DEFAULT_PRIORITY, LOW]).await;
+    assert_eq!(d.message().message_type(), "default");
+    assert_eq!(d.priority(), DEFAULT_PRIORITY);
+    ack(&driver, &d).await;
+    expect_none(&driver, &[DEFAULT_PRIORITY, LOW], BRIEF).await;
+    let d = expect_one(&driver, &[HIGH]).await;
+    assert_eq!(d.message().message_type(), "high");
+    assert_eq!(d.priority(), HIGH);
+    ack(&driver, &d).await;
+    Outcome::Passed
+}
+
+/// Messages of one priority come out in the order they were sent.
+pub async fn fifo_within_priority<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver = open(h, queue).await;
+    if !driver.capabilities().fifo {
+        return Outcome::lacks("fifo");
+    }
+    let n = scaled(h, 20);
+    for i in 0..n {
+        send(&driver, &message("fifo", i), DEFAULT_PRIORITY).await;
+    }
+    for i in 0..n {
+        let d = expect_one(&driver, &[]).await;
+        assert_eq!(d.message().payload().unwrap()["n"], json!(i), "message {i} out of order");
+        ack(&driver, &d).await;
+    }
+    Outcome::Passed
+}
+
+/// A message due in the future is not delivered before it is due, and is delivered once due.
+pub async fn delayed_message_waits_until_due<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver = open(h, queue).await;
+    if !driver.capabilities().delay {
+        return Outcome::lacks("delay");
+    }
+    let delayed = Message::builder("delayed")
+        .delay(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    let due = delayed.execute_at().unwrap();
+    send(&driver, &delayed, DEFAULT_PRIORITY).await;
+    send(&driver, &message("now", 1), DEFAULT_PRIORITY).await;
+    let first = expect_one(&driver, &[]).await;
+    assert_eq!(first.message().message_type(), "now", "the due message comes first");
+    ack(&driver, &first).await;
+    expect_none(&driver, &[], Duration::from_secs(1)).await;
+    let d = expect_one(&driver, &[]).await;
+    let now = unix_now();
+    assert_eq!(d.message().id(), delayed.id());
+    assert!(now >= due - 0.001, "delivered {:.3}s early", due - now);
+    ack(&driver, &d).await;
+    Outcome::Passed
+}
+
+/// A delayed message sent to a priority comes back on that priority.
+pub async fn delayed_message_keeps_priority<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver = open(h, queue).await;
+    let caps = driver.capabilities();
+    if !caps.delay || !caps.priorities {
+        return Outcome::lacks(if caps.delay { "priorities" } else { "delay" });
+    }
+    drop(driver);
+    let driver = open_with_priorities(h, queue).await;
+    let delayed = Message::builder("delayed-high")
+        .delay(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    send(&driver, &delayed, HIGH).await;
+    let d = expect_one(&driver, &[HIGH]).await;
+    assert_eq!(d.message().id(), delayed.id());
+    assert_eq!(d.priority(), HIGH);
+    ack(&driver, &d).await;
+    expect_none(&driver, &[], Duration::from_millis(300)).await;
+    Outcome::Passed
+}
+
+/// Under the dispatcher, a delivery whose handlers fail produces exactly one delayed copy with
+/// the same id, created time and priority and `retries + 1`; after the last retry, none.
+pub async fn failing_handler_sends_one_delayed_copy<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver = open(h, queue).await;
+    let caps = driver.capabilities();
+    let priority = if caps.priorities { HIGH } else { DEFAULT_PRIORITY };
+    drop(driver);
+    let driver: Arc<dyn Driver> = Arc::new(if caps.priorities {
+        open_with_priorities(h, queue).await
+    } else {
+        open(h, queue).await
+    });
+    let original = message("failing", 1);
+    send(&driver, &original, priority).await;
+
+    let seen: Arc<Mutex<Vec<(Message, f64)>>> = Arc::default();
+    let failing = |seen: Option<Arc<Mutex<Vec<(Message, f64)>>>>| {
+        Arc::new(
+            handler_fn(move |m: Message| {
+                let seen = seen.clone();
+                async move {
+                    if let Some(seen) = seen {
+                        seen.lock().unwrap().push((m, unix_now()));
+                    }
+                    Err::<bool, _>(HandlerError::msg("deliberate failure"))
+                }
+            })
+            .with_retry(RetryPolicy::fixed(Duration::from_secs(1), 1)),
+        )
+    };
+    let run_one = || async {
+        let mut dispatcher = Dispatcher::from_arc(driver.clone()).max_items(1);
+        // Two failing handlers: still one copy per failed delivery.
+        dispatcher.register_handler("failing", failing(Some(seen.clone())));
+        dispatcher.register_handler("failing", failing(None));
+        tokio::time::timeout(PATIENCE, dispatcher.handle(&[priority]))
+            .await
+            .expect("the dispatcher found no message")
+            .expect("the dispatcher failed");
+    };
+    run_one().await; // the original: fails, sends a copy
+    run_one().await; // the copy, found on the same priority: fails at the last retry
+    expect_none(&driver, &[], Duration::from_secs(2)).await;
+
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    let (copy, handled_at) = &seen[1];
+    assert_eq!(copy.id(), original.id());
+    assert_eq!(copy.created(), original.created());
+    assert_eq!(copy.payload(), original.payload());
+    assert_eq!(copy.retries(), 1);
+    let due = copy.execute_at().expect("the copy is delayed");
+    assert!(due >= seen[0].1 + 0.9, "the copy waits its backoff");
+    if caps.delay {
+        assert!(*handled_at >= due - 0.001, "the copy ran {:.3}s early", due - handled_at);
+    }
+    Outcome::Passed
+}
+
+/// A message given back with `nack` is delivered again.
+pub async fn nack_redelivers<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver = open(h, queue).await;
+    let sent = message("nacked", 1);
+    send(&driver, &sent, DEFAULT_PRIORITY).await;
+    let d = expect_one(&driver, &[]).await;
+    driver.nack(&d).await.expect("nack");
+    let again = expect_one(&driver, &[]).await;
+    assert_eq!(again.message().id(), sent.id());
+    ack(&driver, &again).await;
+    expect_none(&driver, &[], Duration::from_millis(300)).await;
+    Outcome::Passed
+}
+
+/// An acknowledged message is not delivered again, even after the visibility timeout.
+pub async fn ack_removes_for_good<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver = open(h, queue).await;
+    send(&driver, &message("acked", 1), DEFAULT_PRIORITY).await;
+    let d = expect_one(&driver, &[]).await;
+    ack(&driver, &d).await;
+    let wait = if driver.capabilities().at_least_once {
+        h.visibility_timeout() + BRIEF
+    } else {
+        BRIEF
+    };
+    expect_none(&driver, &[], wait).await;
+    Outcome::Passed
+}
+
+/// A message claimed by an instance that then vanishes without acknowledging it is delivered
+/// again to another instance after the visibility timeout.
+pub async fn vanished_instance_message_redelivered<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let first = open(h, queue).await;
+    if !first.capabilities().at_least_once {
+        return Outcome::lacks("at_least_once");
+    }
+    let second = open(h, queue).await;
+    let sent = message("crash", 1);
+    send(&first, &sent, DEFAULT_PRIORITY).await;
+    let claimed = expect_one(&first, &[]).await;
+    assert_eq!(claimed.message().id(), sent.id());
+    let claimed_at = Instant::now();
+    drop(claimed);
+    drop(first);
+    let wait = h.visibility_timeout() * 3 + PATIENCE;
+    let again = receive(&second, &[], wait)
+        .await
+        .expect("the message of the vanished instance was not delivered again");
+    assert_eq!(again.message().id(), sent.id());
+    assert!(
+        claimed_at.elapsed() + Duration::from_millis(50) >= h.visibility_timeout(),
+        "redelivered after {:?}, before the visibility timeout",
+        claimed_at.elapsed()
+    );
+    ack(&second, &again).await;
+    Outcome::Passed
+}
+
+/// `extend` keeps a message claimed past the visibility timeout.
+pub async fn extend_keeps_claim<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let first = open(h, queue).await;
+    if !first.capabilities().extend || !first.capabilities().at_least_once {
+        return Outcome::lacks("extend");
+    }
+    let second = open(h, queue).await;
+    send(&first, &message("slow", 1), DEFAULT_PRIORITY).await;
+    let claimed = expect_one(&first, &[]).await;
+    let vt = h.visibility_timeout();
+    let until = Instant::now() + vt * 2 + vt / 2;
+    while Instant::now() < until {
+        first.extend(&claimed, vt).await.expect("extend");
+        expect_none(&second, &[], vt / 2).await;
+    }
+    ack(&first, &claimed).await;
+    expect_none(&second, &[], vt + BRIEF).await;
+    Outcome::Passed
+}
+
+/// Four consumers on one queue together receive each of 200 messages exactly once.
+pub async fn concurrent_consumers_each_message_once<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let n = scaled(h, 200);
+    let producer = open(h, queue).await;
+    let mut sent = HashSet::new();
+    for i in 0..n {
+        let m = message("bulk", i);
+        sent.insert(m.id().to_owned());
+        send(&producer, &m, DEFAULT_PRIORITY).await;
+    }
+    let received: Arc<Mutex<Vec<String>>> = Arc::default();
+    let mut consumers = Vec::new();
+    for _ in 0..4 {
+        let driver = Arc::new(open(h, queue).await);
+        let received = received.clone();
+        consumers.push(tokio::spawn(async move {
+            let give_up = Instant::now() + Duration::from_secs(120);
+            while received.lock().unwrap().len() < n && Instant::now() < give_up {
+                if let Some(d) = receive(&*driver, &[], Duration::from_millis(500)).await {
+                    received.lock().unwrap().push(d.message().id().to_owned());
+                    ack(&*driver, &d).await;
+                }
+            }
+        }));
+    }
+    for consumer in consumers {
+        consumer.await.expect("a consumer panicked");
+    }
+    let received = received.lock().unwrap();
+    let unique: HashSet<_> = received.iter().cloned().collect();
+    assert_eq!(unique.len(), received.len(), "some message was delivered twice");
+    assert_eq!(unique, sent, "the messages received differ from those sent");
+    Outcome::Passed
+}
+
+/// Input that cannot be decoded never reaches the caller as a message, is reported once, is
+/// kept in quarantine, and the next message still arrives.
+pub async fn undecodable_input_is_quarantined<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver = open(h, queue).await;
+    h.push_raw(queue, b"{\"message\": not json, secret-token")
+        .await
+        .expect("pushing raw bytes");
+    let good = message("good", 1);
+    send(&driver, &good, DEFAULT_PRIORITY).await;
+    let mut undecodable = 0;
+    let mut delivered = Vec::new();
+    for _ in 0..3 {
+        match driver.receive(&[], PATIENCE).await {
+            Ok(Some(d)) => {
+                delivered.push(d.message().id().to_owned());
+                ack(&driver, &d).await;
+            }
+            Ok(None) => break,
+            Err(Error::Undecodable { source, .. }) => {
+                assert!(!source.to_string().contains("secret-token"), "the error quotes the input");
+                undecodable += 1;
+            }
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+        if undecodable == 1 && delivered.len() == 1 {
+            break;
+        }
+    }
+    assert_eq!(undecodable, 1, "the undecodable input is reported once");
+    assert_eq!(delivered, [good.id().to_owned()]);
+    let wait = if driver.capabilities().at_least_once {
+        h.visibility_timeout() + BRIEF
+    } else {
+        BRIEF
+    };
+    expect_none(&driver, &[], wait).await;
+    assert_eq!(h.quarantined(queue).await.expect("counting the quarantine"), 1);
+    Outcome::Passed
+}
+
+/// A receive on an empty queue returns `None` within its wait (plus a little).
+pub async fn empty_receive_returns_within_wait<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver = open(h, queue).await;
+    for wait in [Duration::ZERO, Duration::from_secs(1)] {
+        let start = Instant::now();
+        expect_none(&driver, &[], wait).await;
+        let took = start.elapsed();
+        assert!(took <= wait + Duration::from_millis(1500), "a {wait:?} receive took {took:?}");
+    }
+    Outcome::Passed
+}
+
+/// A 200 KB payload arrives whole (or is refused as too large by a driver that declares a
+/// smaller limit).
+pub async fn large_payload_round_trip<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver = open(h, queue).await;
+    let blob: String = (0..200_000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+    let sent = Message::builder("large")
+        .payload(&json!({ "blob": blob }))
+        .build()
+        .unwrap();
+    if driver.capabilities().max_payload.is_some_and(|max| max < 200_200) {
+        return Outcome::Skipped("the driver's payload limit is below 200 KB".into());
+    }
+    send(&driver, &sent, DEFAULT_PRIORITY).await;
+    let d = expect_one(&driver, &[]).await;
+    assert_eq!(d.message(), &sent);
+    ack(&driver, &d).await;
+    Outcome::Passed
+}
+
+/// A message over the driver's declared limit is refused with `PayloadTooLarge`, and the
+/// queue goes on working.
+pub async fn oversized_payload_rejected<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver = open(h, queue).await;
+    let Some(max) = driver.capabilities().max_payload else {
+        return Outcome::lacks("max_payload");
+    };
+    let sent = Message::builder("huge")
+        .payload(&json!({ "blob": "x".repeat(max + 1) }))
+        .build()
+        .unwrap();
+    let err = driver.send(&sent, DEFAULT_PRIORITY).await.unwrap_err();
+    assert!(matches!(err, Error::PayloadTooLarge { .. }), "{err}");
+    expect_none(&driver, &[], Duration::from_millis(300)).await;
+    let after = message("after", 1);
+    send(&driver, &after, DEFAULT_PRIORITY).await;
+    let d = expect_one(&driver, &[]).await;
+    assert_eq!(d.message().id(), after.id());
+    ack(&driver, &d).await;
+    Outcome::Passed
+}
+
+/// Payloads, types and ids in any script, with quotes, slashes and control characters, arrive
+/// unchanged.
+pub async fn unicode_payload_round_trip<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver = open(h, queue).await;
+    let sent = Message::builder("typ-é/\"ü\"")
+        .id("id-žluťoučký-😀")
+        .payload(&json!({
+            "sk": "Žltý kôň úpel ďábelské ódy",
+            "emoji": "😀👍🏽🇸🇰",
+            "cjk": "漢字かなカナ한국어",
+            "rtl": "שלום مرحبا",
+            "tricky": "a/b\\c\"d\u{0}\u{1f}\u{7f}\u{2028}",
+            "ключ": ["ünïcödé", 1.5, -0.25, 1e-7, 12345678901234567i64],
+        }))
+        .build()
+        .unwrap();
+    send(&driver, &sent, DEFAULT_PRIORITY).await;
+    let d = expect_one(&driver, &[]).await;
+    assert_eq!(d.message(), &sent);
+    ack(&driver, &d).await;
+    Outcome::Passed
+}
+
+/// Dropping `receive` futures at any point, waiting or not, loses no message.
+pub async fn dropped_receive_loses_nothing<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver = open(h, queue).await;
+    // A receive dropped while waiting on an empty queue.
+    let _ = tokio::time::timeout(Duration::from_millis(200), driver.receive(&[], PATIENCE)).await;
+    let sent = message("survivor", 1);
+    send(&driver, &sent, DEFAULT_PRIORITY).await;
+    // Receives dropped at ever later points of their work.
+    let mut got = Vec::new();
+    for step in 0..40u64 {
+        let cut = Duration::from_micros(step * step * 40);
+        if let Ok(result) = tokio::time::timeout(cut, driver.receive(&[], PATIENCE)).await {
+            if let Some(d) = result.expect("receiving") {
+                got.push(d.message().id().to_owned());
+                ack(&driver, &d).await;
+            }
+        }
+    }
+    if got.is_empty() {
+        let wait = if driver.capabilities().at_least_once {
+            h.visibility_timeout() * 3 + PATIENCE
+        } else {
+            PATIENCE
+        };
+        let d = receive(&driver, &[], wait).await.expect("the message was lost");
+        got.push(d.message().id().to_owned());
+        ack(&driver, &d).await;
+    }
+    assert_eq!(got, [sent.id().to_owned()]);
+    Outcome::Passed
+}
+
+/// A message sent by one instance is received by another.
+pub async fn sent_by_one_received_by_another<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let sender = open(h, queue).await;
+    let receiver = open(h, queue).await;
+    let sent = message("handover", 1);
+    send(&sender, &sent, DEFAULT_PRIORITY).await;
+    let d = expect_one(&receiver, &[]).await;
+    assert_eq!(d.message(), &sent);
+    ack(&receiver, &d).await;
+    Outcome::Passed
+}
+
+/// The emitter and a dispatcher at concurrency 4 over `Arc<dyn Driver>`: every emitted message
+/// is handled once.
+pub async fn dispatcher_handles_emitted_messages<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver: Arc<dyn Driver> = Arc::new(open(h, queue).await);
+    let n = scaled(h, 40);
+    let emitter = Emitter::from_arc(driver.clone());
+    let mut sent = HashSet::new();
+    for i in 0..n {
+        let m = message("job", i);
+        sent.insert(m.id().to_owned());
+        emitter.emit(&m, DEFAULT_PRIORITY).await.expect("emit");
+    }
+    let handled: Arc<Mutex<Vec<String>>> = Arc::default();
+    let mut dispatcher = Dispatcher::from_arc(driver.clone())
+        .concurrency(4)
+        .max_items(n as u64);
+    let record = handled.clone();
+    dispatcher.register_handler(
+        "job",
+        Arc::new(handler_fn(move |m: Message| {
+            let record = record.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                record.lock().unwrap().push(m.id().to_owned());
+                Ok(true)
+            }
+        })),
+    );
+    tokio::time::timeout(Duration::from_secs(120), dispatcher.handle(&[]))
+        .await
+        .expect("the dispatcher did not finish")
+        .expect("the dispatcher failed");
+    let handled = handled.lock().unwrap();
+    let unique: HashSet<_> = handled.iter().cloned().collect();
+    assert_eq!(unique.len(), handled.len(), "a message was handled twice");
+    assert_eq!(unique, sent);
+    Outcome::Passed
+}

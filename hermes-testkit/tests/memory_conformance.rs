@@ -1,0 +1,11 @@
+//! The conformance suite on the memory driver, directly and through `Arc<dyn Driver>`.
+
+mod direct {
+    hermes_testkit::conformance_suite!(hermes_testkit::MemoryHarness::new());
+}
+
+mod dyn_driver {
+    hermes_testkit::conformance_suite!(hermes_testkit::suite::DynHarness(
+        hermes_testkit::MemoryHarness::new()
+    ));
+}
