@@ -177,7 +177,9 @@ impl Receipt {
     /// from another kind of driver.
     pub fn expect<T: Any>(&self, driver: &'static str) -> Result<&T, Error> {
         self.get().ok_or_else(|| {
-            Error::InvalidDelivery(format!("the delivery was not produced by a {driver} driver"))
+            Error::InvalidDelivery(format!(
+                "the delivery was not produced by a {driver} driver"
+            ))
         })
     }
 }
@@ -264,7 +266,16 @@ mod tests {
         for ok in ["hermes", "a.b_c-D9", "x"] {
             assert!(validate_queue_name(ok).is_ok(), "{ok}");
         }
-        for bad in ["", ".hidden", "..", "a/b", "a\0b", "a b", "é", &"x".repeat(201)] {
+        for bad in [
+            "",
+            ".hidden",
+            "..",
+            "a/b",
+            "a\0b",
+            "a b",
+            "é",
+            &"x".repeat(201),
+        ] {
             let err = validate_queue_name(bad).unwrap_err();
             assert!(matches!(err, Error::InvalidQueueName { .. }), "{bad:?}");
         }

@@ -224,10 +224,14 @@ impl MessageBuilder {
         }
         let m = &self.message;
         if !m.created.is_finite() {
-            return Err(Error::InvalidMessage("created must be a finite number".into()));
+            return Err(Error::InvalidMessage(
+                "created must be a finite number".into(),
+            ));
         }
         if m.execute_at.is_some_and(|at| !at.is_finite()) {
-            return Err(Error::InvalidMessage("execute_at must be a finite number".into()));
+            return Err(Error::InvalidMessage(
+                "execute_at must be a finite number".into(),
+            ));
         }
         Ok(self.message)
     }
@@ -271,7 +275,12 @@ mod tests {
         assert!(Message::builder("t").payload("text").build().is_err());
         assert!(Message::builder("t").payload(&5).build().is_err());
         assert!(Message::builder("t").created(f64::NAN).build().is_err());
-        assert!(Message::builder("t").execute_at(f64::INFINITY).build().is_err());
+        assert!(
+            Message::builder("t")
+                .execute_at(f64::INFINITY)
+                .build()
+                .is_err()
+        );
         assert!(Message::builder("t").payload(&[1, 2]).build().is_ok());
     }
 

@@ -67,7 +67,10 @@ impl RetryPolicy {
     }
 
     /// Up to `max_retries`, waiting `backoff(r)` before retry `r + 1`.
-    pub fn custom(max_retries: u32, backoff: impl Fn(u32) -> Duration + Send + Sync + 'static) -> Self {
+    pub fn custom(
+        max_retries: u32,
+        backoff: impl Fn(u32) -> Duration + Send + Sync + 'static,
+    ) -> Self {
         RetryPolicy {
             max_retries,
             backoff: Backoff::Custom(Arc::new(backoff)),

@@ -72,7 +72,7 @@ impl Serializer for JsonSerializer {
             None => out.extend_from_slice(b"null"),
         }
         out.extend_from_slice(b",\"retries\":");
-        out.extend_from_slice(message.retries().to_string().as_bytes());
+        write_integer(&mut out, message.retries());
         out.extend_from_slice(b"}}");
         Ok(out)
     }
@@ -169,9 +169,9 @@ fn write_value(out: &mut Vec<u8>, value: &Value) -> Result<(), Error> {
         Value::Bool(false) => out.extend_from_slice(b"false"),
         Value::Number(n) => {
             if let Some(i) = n.as_i64() {
-                out.extend_from_slice(i.to_string().as_bytes());
+                write_integer(out, i);
             } else if let Some(u) = n.as_u64() {
-                out.extend_from_slice(u.to_string().as_bytes());
+                write_integer(out, u);
             } else {
                 write_float(out, n.as_f64().unwrap_or(f64::NAN), "payload")?;
             }
@@ -203,7 +203,13 @@ fn write_value(out: &mut Vec<u8>, value: &Value) -> Result<(), Error> {
     Ok(())
 }
 
-/// A JSON string as PHP's `json_encode` writes it with default flags.
+fn write_integer(out: &mut Vec<u8>, n: impl std::fmt::Display) {
+    use std::io::Write as _;
+    let _ = write!(out, "{n}");
+}
+
+/// A JSON string as PHP's `json_encode` writes it with default flags: `/` as `\/`, control
+/// characters and everything outside ASCII as `\uXXXX` (UTF-16, lower-case hex).
 fn write_string(out: &mut Vec<u8>, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let unit_escape = |out: &mut Vec<u8>, unit: u16| {
@@ -212,26 +218,46 @@ fn write_string(out: &mut Vec<u8>, s: &str) {
             out.push(HEX[usize::from((unit >> shift) & 0xf)]);
         }
     };
+    let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
     out.push(b'"');
-    for c in s.chars() {
-        match c {
-            '"' => out.extend_from_slice(b"\\\""),
-            '\\' => out.extend_from_slice(b"\\\\"),
-            '/' => out.extend_from_slice(b"\\/"),
-            '\u{8}' => out.extend_from_slice(b"\\b"),
-            '\u{c}' => out.extend_from_slice(b"\\f"),
-            '\n' => out.extend_from_slice(b"\\n"),
-            '\r' => out.extend_from_slice(b"\\r"),
-            '\t' => out.extend_from_slice(b"\\t"),
-            c if (c as u32) < 0x20 || (c as u32) >= 0x80 => {
-                let mut units = [0u16; 2];
-                for unit in c.encode_utf16(&mut units) {
-                    unit_escape(out, *unit);
-                }
+    // Runs of plain ASCII are copied whole; only the bytes that need escaping stop the run.
+    let (mut start, mut i) = (0, 0);
+    while i < bytes.len() {
+        let b = bytes[i];
+        let short: Option<&[u8]> = match b {
+            b'"' => Some(b"\\\""),
+            b'\\' => Some(b"\\\\"),
+            b'/' => Some(b"\\/"),
+            0x08 => Some(b"\\b"),
+            0x0c => Some(b"\\f"),
+            b'\n' => Some(b"\\n"),
+            b'\r' => Some(b"\\r"),
+            b'\t' => Some(b"\\t"),
+            0x20..0x80 => {
+                i += 1;
+                continue;
             }
-            c => out.push(c as u8),
+            _ => None,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        if let Some(escape) = short {
+            out.extend_from_slice(escape);
+            i += 1;
+        } else if b < 0x20 {
+            unit_escape(out, u16::from(b));
+            i += 1;
+        } else {
+            let c = s[i..].chars().next().expect("a char starts here");
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                unit_escape(out, *unit);
+            }
+            i += c.len_utf8();
         }
+        start = i;
     }
+    out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
 }
 
@@ -257,7 +283,7 @@ fn write_float(out: &mut Vec<u8>, value: f64, field: &str) -> Result<(), Error> 
     if negative {
         out.push(b'-');
     }
-    if decpt < -3 || decpt > 17 {
+    if !(-3..=17).contains(&decpt) {
         out.push(digits[0]);
         out.push(b'.');
         if digits.len() == 1 {
@@ -265,7 +291,14 @@ fn write_float(out: &mut Vec<u8>, value: f64, field: &str) -> Result<(), Error> 
         } else {
             out.extend_from_slice(&digits[1..]);
         }
-        out.extend_from_slice(format!("e{}{}", if decpt > 0 { '+' } else { '-' }, (decpt - 1).abs()).as_bytes());
+        out.extend_from_slice(
+            format!(
+                "e{}{}",
+                if decpt > 0 { '+' } else { '-' },
+                (decpt - 1).abs()
+            )
+            .as_bytes(),
+        );
     } else if decpt <= 0 {
         out.extend_from_slice(b"0.");
         out.extend(std::iter::repeat_n(b'0', decpt.unsigned_abs() as usize));

@@ -1,1 +1,154 @@
-fn main(){}
+//! Throughput of the library's own work: JSON encode/decode, and dispatching on the in-memory
+//! driver with a no-op handler, each beside a raw baseline measured in the same run.
+//!
+//! `cargo bench -p hermes-testkit --bench core` (set `HERMES_BENCH_N` for the message count).
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hermes_core::{
+    DEFAULT_PRIORITY, Dispatcher, Driver, JsonSerializer, Message, Serializer, handler_fn,
+};
+use hermes_testkit::MemoryDriver;
+use serde_json::json;
+
+fn sample() -> Message {
+    Message::builder("send-email")
+        .payload(&json!({"to": "someone@example.com", "subject": "Hello", "user_id": 12345, "tags": ["a", "b"], "score": 1.5}))
+        .build()
+        .unwrap()
+}
+
+/// The same fields as a plain struct, for the serde baseline.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct RawEnvelope {
+    message: RawMessage,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct RawMessage {
+    id: String,
+    #[serde(rename = "type")]
+    message_type: String,
+    created: f64,
+    payload: serde_json::Value,
+    execute_at: Option<f64>,
+    retries: u32,
+}
+
+fn rate(n: usize, took: Duration) -> f64 {
+    n as f64 / took.as_secs_f64()
+}
+
+fn line(what: &str, n: usize, ours: Duration, raw: Duration) {
+    let (ours_rate, raw_rate) = (rate(n, ours), rate(n, raw));
+    println!(
+        "{what:<34} {:>12.0} msgs/s {:>7.2} µs/msg | raw {:>12.0} msgs/s | ratio {:.2}",
+        ours_rate,
+        ours.as_secs_f64() * 1e6 / n as f64,
+        raw_rate,
+        ours_rate / raw_rate
+    );
+}
+
+fn bench_json(n: usize) {
+    let message = sample();
+    let bytes = JsonSerializer.serialize(&message).unwrap();
+    let raw = RawEnvelope {
+        message: RawMessage {
+            id: message.id().to_owned(),
+            message_type: message.message_type().to_owned(),
+            created: message.created(),
+            payload: message.payload().unwrap().clone(),
+            execute_at: None,
+            retries: 0,
+        },
+    };
+
+    let start = Instant::now();
+    for _ in 0..n {
+        black_box(JsonSerializer.serialize(black_box(&message)).unwrap());
+    }
+    let ours = start.elapsed();
+    let start = Instant::now();
+    for _ in 0..n {
+        black_box(serde_json::to_vec(black_box(&raw)).unwrap());
+    }
+    line("json encode (raw: serde_json)", n, ours, start.elapsed());
+
+    let start = Instant::now();
+    for _ in 0..n {
+        black_box(JsonSerializer.deserialize(black_box(&bytes)).unwrap());
+    }
+    let ours = start.elapsed();
+    let start = Instant::now();
+    for _ in 0..n {
+        black_box(serde_json::from_slice::<RawEnvelope>(black_box(&bytes)).unwrap());
+    }
+    line("json decode (raw: serde_json)", n, ours, start.elapsed());
+}
+
+async fn fill(driver: &MemoryDriver, n: usize) {
+    let message = sample();
+    for _ in 0..n {
+        driver.send(&message, DEFAULT_PRIORITY).await.unwrap();
+    }
+}
+
+/// The baseline: the same driver drained by a bare receive + ack loop.
+async fn raw_drain(n: usize) -> Duration {
+    let driver = MemoryDriver::new();
+    fill(&driver, n).await;
+    let start = Instant::now();
+    for _ in 0..n {
+        let d = driver.receive(&[], Duration::ZERO).await.unwrap().unwrap();
+        driver.ack(&d).await.unwrap();
+    }
+    start.elapsed()
+}
+
+async fn dispatch(n: usize, concurrency: usize) -> Duration {
+    let driver = Arc::new(MemoryDriver::new());
+    fill(&driver, n).await;
+    let mut dispatcher = Dispatcher::from_arc(driver.clone())
+        .concurrency(concurrency)
+        .max_items(n as u64);
+    dispatcher.register_handler(
+        "send-email",
+        Arc::new(handler_fn(|_m: Message| async { Ok(true) })),
+    );
+    let start = Instant::now();
+    dispatcher.handle(&[]).await.unwrap();
+    let took = start.elapsed();
+    assert!(driver.is_empty());
+    took
+}
+
+fn main() {
+    let n: usize = std::env::var("HERMES_BENCH_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000);
+    println!("hermes core bench, {n} messages per figure");
+    bench_json(n);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        for concurrency in [1, 8] {
+            let raw = raw_drain(n).await;
+            let ours = dispatch(n, concurrency).await;
+            line(
+                &format!("dispatch, concurrency {concurrency} (raw: loop)"),
+                n,
+                ours,
+                raw,
+            );
+            let overhead = (ours.saturating_sub(raw)).as_secs_f64() * 1e6 / n as f64;
+            println!("{:<34} {overhead:.2} µs/msg of dispatcher overhead", "");
+        }
+    });
+}

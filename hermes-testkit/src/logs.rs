@@ -45,7 +45,10 @@ impl LogCapture {
 
     /// How many lines start with `prefix`.
     pub fn count_starting_with(&self, prefix: &str) -> usize {
-        self.lines().iter().filter(|l| l.starts_with(prefix)).count()
+        self.lines()
+            .iter()
+            .filter(|l| l.starts_with(prefix))
+            .count()
     }
 }
 

@@ -112,8 +112,7 @@ struct LeaseId(u64);
 impl MemoryDriver {
     /// A driver with a default queue `hermes` and a 30 s visibility timeout.
     pub fn new() -> Self {
-        MemoryDriver::with_options(MemoryOptions::default())
-            .expect("the default options are valid")
+        MemoryDriver::with_options(MemoryOptions::default()).expect("the default options are valid")
     }
 
     /// A driver with `options`.
@@ -231,7 +230,11 @@ impl MemoryDriver {
                         deadline,
                     },
                 );
-                Ok(Some(Delivery::new(message, priority, Receipt::new(LeaseId(id)))))
+                Ok(Some(Delivery::new(
+                    message,
+                    priority,
+                    Receipt::new(LeaseId(id)),
+                )))
             }
             Err(source) => {
                 state.quarantine.push(body);

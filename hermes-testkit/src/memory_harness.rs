@@ -51,11 +51,11 @@ impl Harness for MemoryHarness {
         if let Some(driver) = queues.get(queue) {
             return Ok(driver.reopen());
         }
-        let mut options = MemoryOptions::default();
-        options.queue = queue.to_owned();
-        options.visibility_timeout = self.visibility_timeout;
-        options.max_payload = Some(1 << 20);
-        let driver = MemoryDriver::with_options(options)?;
+        let driver = MemoryDriver::with_options(MemoryOptions {
+            queue: queue.to_owned(),
+            visibility_timeout: self.visibility_timeout,
+            max_payload: Some(1 << 20),
+        })?;
         queues.insert(queue.to_owned(), driver.reopen());
         Ok(driver)
     }

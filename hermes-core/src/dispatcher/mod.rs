@@ -3,19 +3,19 @@
 mod backoff;
 mod options;
 mod process;
+mod worker;
 
-use std::sync::{Arc, Mutex};
 use std::fmt;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use options::DispatcherOptions;
 
-use self::backoff::ErrorBackoff;
-use self::process::{Context, HandlerMap, process};
+use self::process::{Context, HandlerMap};
 use crate::{Driver, Error, Handler, Priority, Shutdown};
 
 /// The worker: takes messages from a driver and runs the handlers registered for their type.
@@ -171,7 +171,6 @@ impl Dispatcher {
     /// Dropping the future drops the running handlers; their messages are redelivered (after the
     /// visibility timeout on at-least-once drivers). Prefer a shutdown signal.
     pub async fn handle(&self, priorities: &[Priority]) -> Result<(), Error> {
-        let started = SystemTime::now();
         let stop = self.cancel.child_token();
         let _watchers: Vec<_> = self
             .shutdowns
@@ -179,134 +178,58 @@ impl Dispatcher {
             .filter_map(|s| s.token())
             .map(|token| {
                 let stop = stop.clone();
-                tokio::spawn(async move {
+                AbortOnDrop(tokio::spawn(async move {
                     tokio::select! {
                         () = token.cancelled() => stop.cancel(),
                         () = stop.cancelled() => {},
                     }
-                })
+                }))
             })
-            .map(AbortOnDrop)
             .collect();
 
         let ctx = Arc::new(Context {
             driver: self.driver.clone(),
             handlers: self.handlers.clone(),
+            shutdowns: self.shutdowns.clone(),
             options: self.options.clone(),
+            priorities: priorities.to_vec(),
+            started: SystemTime::now(),
+            taken: AtomicU64::new(0),
             abort: CancellationToken::new(),
             stop: stop.clone(),
             failure: Mutex::new(None),
         });
+        // Each worker receives and handles one message at a time, so a message never crosses
+        // tasks between its receive and its acknowledgement.
         let tracker = TaskTracker::new();
-        let exit = self.receive_loop(&ctx, &tracker, priorities, started).await;
-
+        for _ in 0..self.options.concurrency.max(1) {
+            let ctx = ctx.clone();
+            tracker.spawn(async move { worker::run(&ctx).await });
+        }
         tracker.close();
-        let drained = match exit {
-            Ok(Exit::MaxItems) => {
-                tracker.wait().await;
-                true
-            }
-            _ => tokio::time::timeout(self.options.grace_period, tracker.wait())
-                .await
-                .is_ok(),
-        };
-        if !drained {
-            ctx.abort.cancel();
-            tracker.wait().await;
-        }
-        let exit = match ctx.take_failure() {
-            Some(e) => Err(e),
-            None => exit,
-        };
-        match exit {
-            Ok(Exit::Shutdown) => {
-                tracing::info!("Exiting hermes dispatcher - shutdown");
-                Ok(())
-            }
-            Ok(Exit::MaxItems) => {
-                tracing::info!(
-                    "Exiting hermes dispatcher - handled max items ({})",
-                    self.options.max_items
-                );
-                Ok(())
-            }
-            Err(e) => {
-                tracing::error!("Exiting hermes dispatcher - driver error: {e}");
-                Err(e)
-            }
-        }
-    }
-
-    async fn receive_loop(
-        &self,
-        ctx: &Arc<Context>,
-        tracker: &TaskTracker,
-        priorities: &[Priority],
-        started: SystemTime,
-    ) -> Result<Exit, Error> {
-        let permits = Arc::new(Semaphore::new(self.options.concurrency));
-        let mut taken: u64 = 0;
-        let mut errors = ErrorBackoff::new(&self.options);
-        loop {
-            let permit = tokio::select! {
-                permit = permits.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
-                () = ctx.stop.cancelled() => return Ok(Exit::Shutdown),
-            };
-            let error = match self.should_shutdown(started, &ctx.stop).await {
-                Ok(true) => return Ok(Exit::Shutdown),
-                Ok(false) if self.options.max_items > 0 && taken >= self.options.max_items => {
-                    return Ok(Exit::MaxItems);
+        tokio::select! {
+            () = tracker.wait() => {},
+            () = stop.cancelled() => {
+                if tokio::time::timeout(self.options.grace_period, tracker.wait()).await.is_err() {
+                    ctx.abort.cancel();
+                    tracker.wait().await;
                 }
-                Ok(false) => {
-                    let received = tokio::select! {
-                        received = ctx.driver.receive(priorities, self.options.poll_wait) => received,
-                        () = ctx.stop.cancelled() => return Ok(Exit::Shutdown),
-                    };
-                    match received {
-                        Ok(Some(delivery)) => {
-                            errors.reset();
-                            taken += 1;
-                            tracker.spawn(process(ctx.clone(), delivery, permit));
-                            continue;
-                        }
-                        Ok(None) => {
-                            errors.reset();
-                            continue;
-                        }
-                        Err(e) => e,
-                    }
-                }
-                Err(e) => e,
-            };
-            if matches!(error, Error::Undecodable { .. }) && !self.options.stop_on_undecodable {
-                tracing::error!("Skipping undecodable message - {error}");
-                continue;
-            }
-            let Some(wait) = errors.retry_after(&error) else {
-                return Err(error);
-            };
-            tracing::warn!("Driver error, retrying in {wait:?} - {error}");
-            tokio::select! {
-                () = tokio::time::sleep(wait) => {},
-                () = ctx.stop.cancelled() => return Ok(Exit::Shutdown),
             }
         }
-    }
 
-    async fn should_shutdown(
-        &self,
-        started: SystemTime,
-        stop: &CancellationToken,
-    ) -> Result<bool, Error> {
+        if let Some(e) = ctx.take_failure() {
+            tracing::error!("Exiting hermes dispatcher - driver error: {e}");
+            return Err(e);
+        }
         if stop.is_cancelled() {
-            return Ok(true);
+            tracing::info!("Exiting hermes dispatcher - shutdown");
+        } else {
+            tracing::info!(
+                "Exiting hermes dispatcher - handled max items ({})",
+                self.options.max_items
+            );
         }
-        for shutdown in &self.shutdowns {
-            if shutdown.should_shutdown(started).await? {
-                return Ok(true);
-            }
-        }
-        Ok(false)
+        Ok(())
     }
 
     /// The options in force.
@@ -326,13 +249,6 @@ impl fmt::Debug for Dispatcher {
             .field("options", &self.options)
             .finish_non_exhaustive()
     }
-}
-
-/// Why the receive loop ended without an error.
-#[derive(Debug, Clone, Copy)]
-enum Exit {
-    Shutdown,
-    MaxItems,
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);

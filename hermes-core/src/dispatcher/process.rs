@@ -3,24 +3,30 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use futures_util::FutureExt;
-use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 
 use super::DispatcherOptions;
 use super::backoff::ErrorBackoff;
 use crate::time::unix_now;
-use crate::{Delivery, Driver, Error, Handler, Message, RetryPolicy};
+use crate::{Delivery, Driver, Error, Handler, Message, Priority, RetryPolicy, Shutdown};
 
 pub(super) type HandlerMap = HashMap<String, Vec<Arc<dyn Handler>>>;
 
-/// What every delivery task shares.
+/// What the workers of one `handle` call share.
 pub(super) struct Context {
     pub(super) driver: Arc<dyn Driver>,
     pub(super) handlers: HandlerMap,
+    pub(super) shutdowns: Vec<Arc<dyn Shutdown>>,
     pub(super) options: DispatcherOptions,
+    pub(super) priorities: Vec<Priority>,
+    pub(super) started: SystemTime,
+    /// Messages taken so far, or reserved by a worker about to receive.
+    pub(super) taken: AtomicU64,
     /// Cancelled when the grace period is over: unfinished handlers are dropped.
     pub(super) abort: CancellationToken,
     /// Cancelled to stop the receive loop (a task failed).
@@ -30,20 +36,23 @@ pub(super) struct Context {
 }
 
 impl Context {
-    fn fail(&self, error: Error) {
+    pub(super) fn fail(&self, error: Error) {
         let mut failure = self.failure.lock().unwrap_or_else(|e| e.into_inner());
         failure.get_or_insert(error);
         self.stop.cancel();
     }
 
     pub(super) fn take_failure(&self) -> Option<Error> {
-        self.failure.lock().unwrap_or_else(|e| e.into_inner()).take()
+        self.failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 }
 
 /// Runs the handlers of `delivery`, sends the retry copy when one is due, and acknowledges it.
 /// Gives it back unacknowledged when the grace period ends first.
-pub(super) async fn process(ctx: Arc<Context>, delivery: Delivery, permit: OwnedSemaphorePermit) {
+pub(super) async fn process(ctx: &Context, delivery: Delivery) {
     let message = delivery.message();
     let outcome = tokio::select! {
         biased;
@@ -62,7 +71,7 @@ pub(super) async fn process(ctx: Arc<Context>, delivery: Delivery, permit: Owned
         return;
     };
     if let Some(copy) = retry {
-        let sent = with_retries(&ctx, || ctx.driver.send(&copy, delivery.priority())).await;
+        let sent = with_retries(ctx, || ctx.driver.send(&copy, delivery.priority())).await;
         if let Err(e) = sent {
             // Without the copy, acknowledging would lose the message: leave it to the broker.
             let _ = ctx.driver.nack(&delivery).await;
@@ -70,10 +79,9 @@ pub(super) async fn process(ctx: Arc<Context>, delivery: Delivery, permit: Owned
             return;
         }
     }
-    if let Err(e) = with_retries(&ctx, || ctx.driver.ack(&delivery)).await {
+    if let Err(e) = with_retries(ctx, || ctx.driver.ack(&delivery)).await {
         ctx.fail(e);
     }
-    drop(permit);
 }
 
 /// Runs `op`, retrying temporary errors with backoff until they last too long or the grace
@@ -104,7 +112,7 @@ where
 async fn run_handlers(
     handlers: &HandlerMap,
     message: &Message,
-    priority: crate::Priority,
+    priority: Priority,
 ) -> Option<Message> {
     let (id, message_type) = (message.id(), message.message_type());
     tracing::info!(
@@ -116,10 +124,16 @@ async fn run_handlers(
     let handlers = handlers.get(message_type)?;
     let mut retry: Option<RetryPolicy> = None;
     for handler in handlers {
-        let result = AssertUnwindSafe(handler.handle(message)).catch_unwind().await;
+        let result = AssertUnwindSafe(handler.handle(message))
+            .catch_unwind()
+            .await;
         let error = match result {
             Ok(Ok(_)) => {
-                tracing::info!(id, r#type = message_type, "End handle message #{id} ({message_type})");
+                tracing::info!(
+                    id,
+                    r#type = message_type,
+                    "End handle message #{id} ({message_type})"
+                );
                 continue;
             }
             Ok(Err(e)) => e.to_string(),

@@ -35,7 +35,9 @@ pub enum Outcome {
 impl Outcome {
     /// A skip because the driver lacks `capability`.
     pub fn lacks(capability: &str) -> Outcome {
-        Outcome::Skipped(format!("the driver does not declare the `{capability}` capability"))
+        Outcome::Skipped(format!(
+            "the driver does not declare the `{capability}` capability"
+        ))
     }
 }
 
@@ -70,9 +72,10 @@ where
             return;
         }
         let queue = unique_queue_name(name);
-        let outcome = tokio::time::timeout(SCENARIO_TIMEOUT, scenario(harness.clone(), queue.clone()))
-            .await
-            .unwrap_or_else(|_| panic!("{name}: no result after {SCENARIO_TIMEOUT:?}"));
+        let outcome =
+            tokio::time::timeout(SCENARIO_TIMEOUT, scenario(harness.clone(), queue.clone()))
+                .await
+                .unwrap_or_else(|_| panic!("{name}: no result after {SCENARIO_TIMEOUT:?}"));
         harness.cleanup(&queue).await;
         if let Outcome::Skipped(reason) = outcome {
             eprintln!("{name}: skipped, {reason}");

@@ -56,7 +56,11 @@ async fn send(driver: &impl Driver, message: &Message, priority: Priority) {
         .unwrap_or_else(|e| panic!("sending #{}: {e}", message.id()));
 }
 
-async fn receive(driver: &impl Driver, priorities: &[Priority], wait: Duration) -> Option<Delivery> {
+async fn receive(
+    driver: &impl Driver,
+    priorities: &[Priority],
+    wait: Duration,
+) -> Option<Delivery> {
     driver
         .receive(priorities, wait)
         .await
@@ -104,7 +108,15 @@ pub async fn round_trip_keeps_every_field<H: Harness>(h: &H, queue: &str) -> Out
     let got = expect_one(&driver, &[]).await;
     assert_eq!(got.message(), &sent);
     assert_eq!(got.priority(), DEFAULT_PRIORITY);
-    let keys: Vec<_> = got.message().payload().unwrap().as_object().unwrap().keys().cloned().collect();
+    let keys: Vec<_> = got
+        .message()
+        .payload()
+        .unwrap()
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
     assert_eq!(keys, ["z", "a", "m"], "payload keys keep their order");
     ack(&driver, &got).await;
     Outcome::Passed
@@ -117,7 +129,10 @@ pub async fn unknown_priority_fails<H: Harness>(h: &H, queue: &str) -> Outcome {
     let err = driver.send(&message("t", 1), 12345).await.unwrap_err();
     assert!(matches!(err, Error::UnknownPriority(12345)), "send: {err}");
     let err = driver.receive(&[12345], BRIEF).await.unwrap_err();
-    assert!(matches!(err, Error::UnknownPriority(12345)), "receive: {err}");
+    assert!(
+        matches!(err, Error::UnknownPriority(12345)),
+        "receive: {err}"
+    );
     let err = driver
         .receive(&[DEFAULT_PRIORITY, 777], BRIEF)
         .await
@@ -189,7 +204,11 @@ pub async fn fifo_within_priority<H: Harness>(h: &H, queue: &str) -> Outcome {
     }
     for i in 0..n {
         let d = expect_one(&driver, &[]).await;
-        assert_eq!(d.message().payload().unwrap()["n"], json!(i), "message {i} out of order");
+        assert_eq!(
+            d.message().payload().unwrap()["n"],
+            json!(i),
+            "message {i} out of order"
+        );
         ack(&driver, &d).await;
     }
     Outcome::Passed
@@ -209,7 +228,11 @@ pub async fn delayed_message_waits_until_due<H: Harness>(h: &H, queue: &str) -> 
     send(&driver, &delayed, DEFAULT_PRIORITY).await;
     send(&driver, &message("now", 1), DEFAULT_PRIORITY).await;
     let first = expect_one(&driver, &[]).await;
-    assert_eq!(first.message().message_type(), "now", "the due message comes first");
+    assert_eq!(
+        first.message().message_type(),
+        "now",
+        "the due message comes first"
+    );
     ack(&driver, &first).await;
     expect_none(&driver, &[], Duration::from_secs(1)).await;
     let d = expect_one(&driver, &[]).await;
@@ -247,7 +270,11 @@ pub async fn delayed_message_keeps_priority<H: Harness>(h: &H, queue: &str) -> O
 pub async fn failing_handler_sends_one_delayed_copy<H: Harness>(h: &H, queue: &str) -> Outcome {
     let driver = open(h, queue).await;
     let caps = driver.capabilities();
-    let priority = if caps.priorities { HIGH } else { DEFAULT_PRIORITY };
+    let priority = if caps.priorities {
+        HIGH
+    } else {
+        DEFAULT_PRIORITY
+    };
     drop(driver);
     let driver: Arc<dyn Driver> = Arc::new(if caps.priorities {
         open_with_priorities(h, queue).await
@@ -257,8 +284,10 @@ pub async fn failing_handler_sends_one_delayed_copy<H: Harness>(h: &H, queue: &s
     let original = message("failing", 1);
     send(&driver, &original, priority).await;
 
-    let seen: Arc<Mutex<Vec<(Message, f64)>>> = Arc::default();
-    let failing = |seen: Option<Arc<Mutex<Vec<(Message, f64)>>>>| {
+    /// The messages the first handler saw, with the time it saw them.
+    type Seen = Arc<Mutex<Vec<(Message, f64)>>>;
+    let seen: Seen = Arc::default();
+    let failing = |seen: Option<Seen>| {
         Arc::new(
             handler_fn(move |m: Message| {
                 let seen = seen.clone();
@@ -296,7 +325,11 @@ pub async fn failing_handler_sends_one_delayed_copy<H: Harness>(h: &H, queue: &s
     let due = copy.execute_at().expect("the copy is delayed");
     assert!(due >= seen[0].1 + 0.9, "the copy waits its backoff");
     if caps.delay {
-        assert!(*handled_at >= due - 0.001, "the copy ran {:.3}s early", due - handled_at);
+        assert!(
+            *handled_at >= due - 0.001,
+            "the copy ran {:.3}s early",
+            due - handled_at
+        );
     }
     Outcome::Passed
 }
@@ -409,7 +442,11 @@ pub async fn concurrent_consumers_each_message_once<H: Harness>(h: &H, queue: &s
     }
     let received = received.lock().unwrap();
     let unique: HashSet<_> = received.iter().cloned().collect();
-    assert_eq!(unique.len(), received.len(), "some message was delivered twice");
+    assert_eq!(
+        unique.len(),
+        received.len(),
+        "some message was delivered twice"
+    );
     assert_eq!(unique, sent, "the messages received differ from those sent");
     Outcome::Passed
 }
@@ -433,7 +470,10 @@ pub async fn undecodable_input_is_quarantined<H: Harness>(h: &H, queue: &str) ->
             }
             Ok(None) => break,
             Err(Error::Undecodable { source, .. }) => {
-                assert!(!source.to_string().contains("secret-token"), "the error quotes the input");
+                assert!(
+                    !source.to_string().contains("secret-token"),
+                    "the error quotes the input"
+                );
                 undecodable += 1;
             }
             Err(e) => panic!("unexpected error: {e}"),
@@ -450,7 +490,10 @@ pub async fn undecodable_input_is_quarantined<H: Harness>(h: &H, queue: &str) ->
         BRIEF
     };
     expect_none(&driver, &[], wait).await;
-    assert_eq!(h.quarantined(queue).await.expect("counting the quarantine"), 1);
+    assert_eq!(
+        h.quarantined(queue).await.expect("counting the quarantine"),
+        1
+    );
     Outcome::Passed
 }
 
@@ -461,7 +504,10 @@ pub async fn empty_receive_returns_within_wait<H: Harness>(h: &H, queue: &str) -
         let start = Instant::now();
         expect_none(&driver, &[], wait).await;
         let took = start.elapsed();
-        assert!(took <= wait + Duration::from_millis(1500), "a {wait:?} receive took {took:?}");
+        assert!(
+            took <= wait + Duration::from_millis(1500),
+            "a {wait:?} receive took {took:?}"
+        );
     }
     Outcome::Passed
 }
@@ -470,12 +516,18 @@ pub async fn empty_receive_returns_within_wait<H: Harness>(h: &H, queue: &str) -
 /// smaller limit).
 pub async fn large_payload_round_trip<H: Harness>(h: &H, queue: &str) -> Outcome {
     let driver = open(h, queue).await;
-    let blob: String = (0..200_000).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+    let blob: String = (0..200_000)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
     let sent = Message::builder("large")
         .payload(&json!({ "blob": blob }))
         .build()
         .unwrap();
-    if driver.capabilities().max_payload.is_some_and(|max| max < 200_200) {
+    if driver
+        .capabilities()
+        .max_payload
+        .is_some_and(|max| max < 200_200)
+    {
         return Outcome::Skipped("the driver's payload limit is below 200 KB".into());
     }
     send(&driver, &sent, DEFAULT_PRIORITY).await;
@@ -554,7 +606,9 @@ pub async fn dropped_receive_loses_nothing<H: Harness>(h: &H, queue: &str) -> Ou
         } else {
             PATIENCE
         };
-        let d = receive(&driver, &[], wait).await.expect("the message was lost");
+        let d = receive(&driver, &[], wait)
+            .await
+            .expect("the message was lost");
         got.push(d.message().id().to_owned());
         ack(&driver, &d).await;
     }

@@ -1,0 +1,74 @@
+//! One worker of a dispatcher: receives a message, handles it, and goes on until told to stop.
+
+use std::sync::atomic::Ordering;
+
+use super::backoff::ErrorBackoff;
+use super::process::{Context, process};
+use crate::Error;
+
+/// Runs until a shutdown signal, the `max_items` limit, or a fatal driver error (recorded in
+/// the context, which stops the other workers too).
+pub(super) async fn run(ctx: &Context) {
+    let mut errors = ErrorBackoff::new(&ctx.options);
+    loop {
+        let error = match step(ctx).await {
+            Ok(Step::Continue) => {
+                errors.reset();
+                continue;
+            }
+            Ok(Step::Exit) => return,
+            Err(error) => error,
+        };
+        if matches!(error, Error::Undecodable { .. }) && !ctx.options.stop_on_undecodable {
+            tracing::error!("Skipping undecodable message - {error}");
+            continue;
+        }
+        let Some(wait) = errors.retry_after(&error) else {
+            ctx.fail(error);
+            return;
+        };
+        tracing::warn!("Driver error, retrying in {wait:?} - {error}");
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {},
+            () = ctx.stop.cancelled() => return,
+        }
+    }
+}
+
+enum Step {
+    Continue,
+    Exit,
+}
+
+async fn step(ctx: &Context) -> Result<Step, Error> {
+    if ctx.stop.is_cancelled() {
+        return Ok(Step::Exit);
+    }
+    for shutdown in &ctx.shutdowns {
+        if shutdown.should_shutdown(ctx.started).await? {
+            ctx.stop.cancel();
+            return Ok(Step::Exit);
+        }
+    }
+    let max = ctx.options.max_items;
+    if max > 0 && ctx.taken.fetch_add(1, Ordering::SeqCst) >= max {
+        ctx.taken.fetch_sub(1, Ordering::SeqCst);
+        return Ok(Step::Exit);
+    }
+    let received = tokio::select! {
+        received = ctx.driver.receive(&ctx.priorities, ctx.options.poll_wait) => received,
+        () = ctx.stop.cancelled() => Ok(None),
+    };
+    match received {
+        Ok(Some(delivery)) => {
+            process(ctx, delivery).await;
+            Ok(Step::Continue)
+        }
+        other => {
+            if max > 0 {
+                ctx.taken.fetch_sub(1, Ordering::SeqCst);
+            }
+            other.map(|_| Step::Continue)
+        }
+    }
+}
