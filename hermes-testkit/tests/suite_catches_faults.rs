@@ -164,3 +164,42 @@ must_fail!(
     Fault::AcksOnReceive,
     vanished_instance_message_redelivered
 );
+
+/// A harness whose server is never there.
+struct Unreachable;
+
+#[async_trait]
+impl Harness for Unreachable {
+    type Driver = MemoryDriver;
+    async fn available(&self) -> Result<(), String> {
+        Err("nothing listens on 127.0.0.1:1".to_owned())
+    }
+    async fn open(&self, _queue: &str) -> Result<MemoryDriver, Error> {
+        unreachable!("a scenario ran although the server is unavailable")
+    }
+    async fn push_raw(&self, _queue: &str, _bytes: &[u8]) -> Result<(), Error> {
+        unreachable!()
+    }
+    async fn quarantined(&self, _queue: &str) -> Result<usize, Error> {
+        unreachable!()
+    }
+    fn visibility_timeout(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+}
+
+#[test]
+fn a_missing_server_skips_or_fails_when_strict() {
+    let run = |strict: bool| {
+        catch_unwind(AssertUnwindSafe(|| {
+            suite::run_with_strictness(
+                strict,
+                || Unreachable,
+                "round_trip",
+                |h, q| async move { scenarios::round_trip_keeps_every_field(&*h, &q).await },
+            )
+        }))
+    };
+    assert!(run(false).is_ok(), "not strict: skipped");
+    assert!(run(true).is_err(), "strict: fails");
+}

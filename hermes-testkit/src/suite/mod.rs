@@ -57,6 +57,21 @@ where
     F: FnOnce(Arc<H>, String) -> Fut,
     Fut: Future<Output = Outcome>,
 {
+    run_with_strictness(strict(), make_harness, name, scenario);
+}
+
+/// [`run`], with the strictness given instead of read from `HERMES_TEST_STRICT`: when `strict`,
+/// an unavailable server fails the test.
+pub fn run_with_strictness<H, F, Fut>(
+    strict: bool,
+    make_harness: impl FnOnce() -> H,
+    name: &str,
+    scenario: F,
+) where
+    H: Harness,
+    F: FnOnce(Arc<H>, String) -> Fut,
+    Fut: Future<Output = Outcome>,
+{
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -65,7 +80,7 @@ where
     runtime.block_on(async {
         let harness = Arc::new(make_harness());
         if let Err(reason) = harness.available().await {
-            if strict() {
+            if strict {
                 panic!("{name}: the server is not available (HERMES_TEST_STRICT=1): {reason}");
             }
             eprintln!("{name}: skipped, the server is not available: {reason}");

@@ -30,16 +30,20 @@ async fn open<H: Harness>(h: &H, queue: &str) -> H::Driver {
         .unwrap_or_else(|e| panic!("opening a driver on {queue}: {e}"))
 }
 
-/// Opens an instance with the `-high` and `-low` priority queues set up.
-async fn open_with_priorities<H: Harness>(h: &H, queue: &str) -> H::Driver {
+/// Opens an instance with the `-high` and `-low` priority queues set up, or `None` when the
+/// driver has no priorities.
+async fn open_with_priorities<H: Harness>(h: &H, queue: &str) -> Option<H::Driver> {
     let driver = open(h, queue).await;
+    if !driver.capabilities().priorities {
+        return None;
+    }
     driver
         .setup_priority_queue(&format!("{queue}-high"), HIGH)
         .expect("setting up the high queue");
     driver
         .setup_priority_queue(&format!("{queue}-low"), LOW)
         .expect("setting up the low queue");
-    driver
+    Some(driver)
 }
 
 fn message(message_type: &str, n: usize) -> Message {
@@ -144,12 +148,9 @@ pub async fn unknown_priority_fails<H: Harness>(h: &H, queue: &str) -> Outcome {
 
 /// With messages waiting on several priorities, the highest priority comes first.
 pub async fn highest_priority_first<H: Harness>(h: &H, queue: &str) -> Outcome {
-    let driver = open(h, queue).await;
-    if !driver.capabilities().priorities {
+    let Some(driver) = open_with_priorities(h, queue).await else {
         return Outcome::lacks("priorities");
-    }
-    drop(driver);
-    let driver = open_with_priorities(h, queue).await;
+    };
     send(&driver, &message("low", 1), LOW).await;
     send(&driver, &message("default", 2), DEFAULT_PRIORITY).await;
     send(&driver, &message("high", 3), HIGH).await;
@@ -172,12 +173,9 @@ pub async fn highest_priority_first<H: Harness>(h: &H, queue: &str) -> Outcome {
 
 /// A receive filtered to some priorities takes nothing from the others.
 pub async fn priority_filter<H: Harness>(h: &H, queue: &str) -> Outcome {
-    let driver = open(h, queue).await;
-    if !driver.capabilities().priorities {
+    let Some(driver) = open_with_priorities(h, queue).await else {
         return Outcome::lacks("priorities");
-    }
-    drop(driver);
-    let driver = open_with_priorities(h, queue).await;
+    };
     send(&driver, &message("high", 1), HIGH).await;
     send(&driver, &message("default", 2), DEFAULT_PRIORITY).await;
     let d = expect_one(&driver, &[DEFAULT_PRIORITY, LOW]).await;
@@ -245,13 +243,12 @@ pub async fn delayed_message_waits_until_due<H: Harness>(h: &H, queue: &str) -> 
 
 /// A delayed message sent to a priority comes back on that priority.
 pub async fn delayed_message_keeps_priority<H: Harness>(h: &H, queue: &str) -> Outcome {
-    let driver = open(h, queue).await;
-    let caps = driver.capabilities();
-    if !caps.delay || !caps.priorities {
-        return Outcome::lacks(if caps.delay { "priorities" } else { "delay" });
+    let Some(driver) = open_with_priorities(h, queue).await else {
+        return Outcome::lacks("priorities");
+    };
+    if !driver.capabilities().delay {
+        return Outcome::lacks("delay");
     }
-    drop(driver);
-    let driver = open_with_priorities(h, queue).await;
     let delayed = Message::builder("delayed-high")
         .delay(Duration::from_secs(1))
         .build()
@@ -268,19 +265,12 @@ pub async fn delayed_message_keeps_priority<H: Harness>(h: &H, queue: &str) -> O
 /// Under the dispatcher, a delivery whose handlers fail produces exactly one delayed copy with
 /// the same id, created time and priority and `retries + 1`; after the last retry, none.
 pub async fn failing_handler_sends_one_delayed_copy<H: Harness>(h: &H, queue: &str) -> Outcome {
-    let driver = open(h, queue).await;
-    let caps = driver.capabilities();
-    let priority = if caps.priorities {
-        HIGH
-    } else {
-        DEFAULT_PRIORITY
+    let (driver, priority) = match open_with_priorities(h, queue).await {
+        Some(driver) => (driver, HIGH),
+        None => (open(h, queue).await, DEFAULT_PRIORITY),
     };
-    drop(driver);
-    let driver: Arc<dyn Driver> = Arc::new(if caps.priorities {
-        open_with_priorities(h, queue).await
-    } else {
-        open(h, queue).await
-    });
+    let caps = driver.capabilities();
+    let driver: Arc<dyn Driver> = Arc::new(driver);
     let original = message("failing", 1);
     send(&driver, &original, priority).await;
 
