@@ -1,0 +1,438 @@
+//! The filesystem driver.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use hermes_core::time::{unix_now, until};
+use hermes_core::{
+    Capabilities, DEFAULT_PRIORITY, Delivery, Driver, Error, JsonSerializer, Message, Priority,
+    Receipt, Serializer, async_trait, validate_queue_name,
+};
+use tokio::sync::Notify;
+
+use crate::queue::{Head, QueueDir};
+use crate::watch::Watcher;
+use crate::{FileSystemOptions, NAME, name};
+
+/// How often a watched folder is read whole anyway, in case a notification was lost.
+const SAFETY_RESCAN: Duration = Duration::from_secs(60);
+
+/// A queue kept as files in a local directory, as Hermes' `FileSystemDriver`: no broker, one
+/// server.
+///
+/// Each queue is a folder `<directory>/<queue>/` with `tmp/`, `new/`, `processing/` and
+/// `failed/`, created on first use. `send` writes the message to `tmp/` and renames it into
+/// `new/` under a name that starts with its due time, so name order is due order and a delayed
+/// message simply waits in `new/`. A worker claims the first due file by renaming it into
+/// `processing/` as `<claim time>~<name>` (when two workers race, one wins and the other moves
+/// on), deletes it on `ack` and renames it back on `nack`. A claim older than the visibility
+/// timeout goes back to `new/`, so a crashed worker loses nothing. A file that cannot be decoded
+/// goes to `failed/`; files that are not message files (other names, links, folders) are left
+/// where they are and skipped.
+///
+/// Beyond Hermes: idle workers are woken by change notifications (inotify) instead of waiting
+/// out the refresh interval; a worker keeps an ordered index of `new/` so a backlog of 100,000
+/// files costs no more per message than a backlog of 100; and [`FileSystemOptions::durable`]
+/// flushes every sent message to disk.
+///
+/// Do not share the directory over NFS or another network filesystem: `rename` is atomic only
+/// on one local filesystem. The driver makes short blocking filesystem calls on the calling
+/// task; with `durable`, the flushes run on Tokio's blocking pool.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), hermes_core::Error> {
+/// use std::time::Duration;
+/// use hermes_core::{Driver, Message, DEFAULT_PRIORITY};
+/// use hermes_fs::FileSystemDriver;
+///
+/// let dir = std::env::temp_dir().join(format!("hermes-doc-{}", std::process::id()));
+/// let driver = FileSystemDriver::new(&dir, "exports")?;
+/// driver.setup_priority_queue("exports_high", 110)?;
+/// driver.send(&Message::new("report.export"), DEFAULT_PRIORITY).await?;
+/// let delivery = driver.receive(&[], Duration::from_secs(1)).await?.expect("a message");
+/// driver.ack(&delivery).await?;
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct FileSystemDriver {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    directory: PathBuf,
+    options: FileSystemOptions,
+    serializer: Arc<dyn Serializer>,
+    queues: RwLock<BTreeMap<Priority, Arc<QueueDir>>>,
+    /// Started by the first `receive`: an emitter never watches anything.
+    watcher: Mutex<Option<Watcher>>,
+    wake: Arc<Notify>,
+    schedule: Mutex<Schedule>,
+}
+
+/// When the folders need looking at again.
+#[derive(Debug)]
+struct Schedule {
+    next_reclaim: Instant,
+    last_scans: BTreeMap<String, Instant>,
+}
+
+/// The claim of one file.
+#[derive(Debug)]
+struct FsReceipt {
+    queue: Arc<QueueDir>,
+    file: String,
+    claimed: Mutex<String>,
+}
+
+impl FileSystemDriver {
+    /// A driver for the queue `queue` (priority [`DEFAULT_PRIORITY`]) in `directory`, with the
+    /// default options. Nothing is created until the first `send` or `receive`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidQueueName`] for a name that is not letters, digits, `.`, `_` and `-`, or
+    /// starts with `.`.
+    pub fn new(directory: impl AsRef<Path>, queue: &str) -> Result<Self, Error> {
+        FileSystemDriver::with_options(directory, queue, FileSystemOptions::default())
+    }
+
+    /// [`FileSystemDriver::new`] with `options`.
+    ///
+    /// # Errors
+    /// As [`FileSystemDriver::new`].
+    pub fn with_options(
+        directory: impl AsRef<Path>,
+        queue: &str,
+        options: FileSystemOptions,
+    ) -> Result<Self, Error> {
+        validate_queue_name(queue)?;
+        let directory = directory.as_ref().to_path_buf();
+        let mut queues = BTreeMap::new();
+        queues.insert(DEFAULT_PRIORITY, Arc::new(QueueDir::new(&directory, queue)));
+        Ok(FileSystemDriver {
+            inner: Arc::new(Inner {
+                directory,
+                options,
+                serializer: Arc::new(JsonSerializer),
+                queues: RwLock::new(queues),
+                watcher: Mutex::new(None),
+                wake: Arc::new(Notify::new()),
+                schedule: Mutex::new(Schedule {
+                    next_reclaim: Instant::now(),
+                    last_scans: BTreeMap::new(),
+                }),
+            }),
+        })
+    }
+
+    /// Uses `serializer` instead of [`JsonSerializer`]. Call it before sharing the driver.
+    #[must_use]
+    pub fn with_serializer(self, serializer: impl Serializer) -> Self {
+        let inner = Arc::try_unwrap(self.inner).unwrap_or_else(|shared| Inner {
+            directory: shared.directory.clone(),
+            options: shared.options.clone(),
+            serializer: shared.serializer.clone(),
+            queues: RwLock::new(
+                shared
+                    .queues
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone(),
+            ),
+            watcher: Mutex::new(None),
+            wake: Arc::new(Notify::new()),
+            schedule: Mutex::new(Schedule {
+                next_reclaim: Instant::now(),
+                last_scans: BTreeMap::new(),
+            }),
+        });
+        FileSystemDriver {
+            inner: Arc::new(Inner {
+                serializer: Arc::new(serializer),
+                ..inner
+            }),
+        }
+    }
+
+    /// The directory holding the queue folders.
+    pub fn directory(&self) -> &Path {
+        &self.inner.directory
+    }
+
+    /// The folder of the queue of `priority`, when one is set up.
+    pub fn queue_path(&self, priority: Priority) -> Option<PathBuf> {
+        self.read_queues()
+            .get(&priority)
+            .map(|q| q.root().to_path_buf())
+    }
+
+    fn read_queues(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<Priority, Arc<QueueDir>>> {
+        self.inner.queues.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn queue(&self, priority: Priority) -> Result<Arc<QueueDir>, Error> {
+        self.read_queues()
+            .get(&priority)
+            .cloned()
+            .ok_or(Error::UnknownPriority(priority))
+    }
+
+    /// The queues of `priorities` (all when empty), highest priority first.
+    fn selected(&self, priorities: &[Priority]) -> Result<Vec<(Priority, Arc<QueueDir>)>, Error> {
+        let queues = self.read_queues();
+        if let Some(p) = priorities.iter().find(|p| !queues.contains_key(p)) {
+            return Err(Error::UnknownPriority(*p));
+        }
+        Ok(queues
+            .iter()
+            .rev()
+            .filter(|(p, _)| priorities.is_empty() || priorities.contains(p))
+            .map(|(p, q)| (*p, q.clone()))
+            .collect())
+    }
+
+    /// Creates, watches and indexes the queues a worker reads, the first time.
+    fn prepare(&self, queues: &[(Priority, Arc<QueueDir>)]) -> Result<(), Error> {
+        for (_, queue) in queues {
+            if queue.lock().scanned {
+                continue;
+            }
+            queue.ensure_created()?;
+            let watched = {
+                let mut watcher = self.inner.watcher.lock().unwrap_or_else(|e| e.into_inner());
+                watcher
+                    .get_or_insert_with(|| {
+                        Watcher::start(self.inner.options.watch, self.inner.wake.clone())
+                    })
+                    .watch(queue)
+            };
+            queue.lock().watched = watched;
+            // After the watch is in place, so no file slips between the read and the watch.
+            queue.scan()?;
+            self.schedule()
+                .last_scans
+                .insert(queue.name.clone(), Instant::now());
+        }
+        Ok(())
+    }
+
+    fn schedule(&self) -> std::sync::MutexGuard<'_, Schedule> {
+        self.inner
+            .schedule
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Rereads folders whose index may be stale and returns expired claims to `new/`. Returns
+    /// when this should run again.
+    fn maintain(&self, queues: &[(Priority, Arc<QueueDir>)]) -> Result<Instant, Error> {
+        let now = Instant::now();
+        let refresh = self
+            .inner
+            .options
+            .refresh_interval
+            .max(Duration::from_millis(1));
+        let mut next = now + SAFETY_RESCAN;
+        for (_, queue) in queues {
+            let (watched, flagged) = {
+                let state = queue.lock();
+                (state.watched, state.rescan)
+            };
+            let period = if watched { SAFETY_RESCAN } else { refresh };
+            let last = self.schedule().last_scans.get(&queue.name).copied();
+            let due = last.map_or(now, |at| at + period);
+            if flagged || due <= now {
+                queue.scan()?;
+                self.schedule().last_scans.insert(queue.name.clone(), now);
+                next = next.min(now + period);
+            } else {
+                next = next.min(due);
+            }
+        }
+        let visibility = self.inner.options.visibility_timeout;
+        if visibility.is_zero() {
+            return Ok(next);
+        }
+        let next_reclaim = self.schedule().next_reclaim;
+        if next_reclaim <= now {
+            let expired_before = unix_now() - visibility.as_secs_f64();
+            let mut check_at = now + visibility.min(refresh);
+            for (_, queue) in queues {
+                if let Some(earliest) = queue.return_expired(expired_before)? {
+                    let expires = until(earliest + visibility.as_secs_f64());
+                    check_at = check_at.min(now + expires);
+                }
+            }
+            self.schedule().next_reclaim = check_at;
+            Ok(next.min(check_at))
+        } else {
+            Ok(next.min(next_reclaim))
+        }
+    }
+
+    /// Claims the first due message of `queues`, highest priority first; otherwise returns the
+    /// earliest due time among their heads.
+    fn try_claim(
+        &self,
+        queues: &[(Priority, Arc<QueueDir>)],
+    ) -> Result<Result<Delivery, Option<f64>>, Error> {
+        let now = unix_now();
+        let mut next_due: Option<f64> = None;
+        for (priority, queue) in queues {
+            loop {
+                let file = match queue.head(now) {
+                    Head::Due(file) => file,
+                    Head::NotDue(due) => {
+                        next_due = Some(next_due.map_or(due, |d| d.min(due)));
+                        break;
+                    }
+                    Head::Empty => break,
+                };
+                let claimed = name::claimed_file(unix_now(), &file);
+                let Some(body) = queue.claim(&file, &claimed)? else {
+                    continue;
+                };
+                return match self.inner.serializer.deserialize(&body) {
+                    Ok(message) => {
+                        let receipt = FsReceipt {
+                            queue: queue.clone(),
+                            file,
+                            claimed: Mutex::new(claimed),
+                        };
+                        Ok(Ok(Delivery::new(message, *priority, Receipt::new(receipt))))
+                    }
+                    Err(source) => {
+                        let to = queue.quarantine(&claimed, &file);
+                        Err(Error::Undecodable {
+                            quarantine: to.display().to_string(),
+                            source,
+                        })
+                    }
+                };
+            }
+        }
+        Ok(Err(next_due))
+    }
+
+    fn capabilities_for(options: &FileSystemOptions) -> Capabilities {
+        let mut capabilities = Capabilities::all();
+        let redelivers = !options.visibility_timeout.is_zero();
+        capabilities.at_least_once = redelivers;
+        capabilities.extend = redelivers;
+        capabilities
+    }
+}
+
+#[async_trait]
+impl Driver for FileSystemDriver {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        FileSystemDriver::capabilities_for(&self.inner.options)
+    }
+
+    fn setup_priority_queue(&self, name: &str, priority: Priority) -> Result<(), Error> {
+        validate_queue_name(name)?;
+        let queue = Arc::new(QueueDir::new(&self.inner.directory, name));
+        self.inner
+            .queues
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(priority, queue);
+        Ok(())
+    }
+
+    async fn send(&self, message: &Message, priority: Priority) -> Result<(), Error> {
+        let queue = self.queue(priority)?;
+        let body = self.inner.serializer.serialize(message)?;
+        let due = message.due();
+        queue.ensure_created()?;
+        let file = if self.inner.options.durable {
+            let queue = queue.clone();
+            tokio::task::spawn_blocking(move || queue.write(&body, due, true))
+                .await
+                .map_err(|e| Error::driver(NAME, format!("the write task failed: {e}"), true))??
+        } else {
+            queue.write(&body, due, false)?
+        };
+        if queue.lock().scanned {
+            queue.added(&file);
+            self.inner.wake.notify_waiters();
+        }
+        Ok(())
+    }
+
+    async fn receive(
+        &self,
+        priorities: &[Priority],
+        wait: Duration,
+    ) -> Result<Option<Delivery>, Error> {
+        let queues = self.selected(priorities)?;
+        self.prepare(&queues)?;
+        let give_up = Instant::now() + wait;
+        loop {
+            let notified = self.inner.wake.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let maintain_at = self.maintain(&queues)?;
+            let next_due = match self.try_claim(&queues)? {
+                Ok(delivery) => return Ok(Some(delivery)),
+                Err(next_due) => next_due,
+            };
+            let now = Instant::now();
+            if now >= give_up {
+                return Ok(None);
+            }
+            let mut wake_at = give_up.min(maintain_at);
+            if let Some(due) = next_due {
+                wake_at = wake_at.min(now + until(due));
+            }
+            tokio::select! {
+                () = &mut notified => {},
+                () = tokio::time::sleep_until(wake_at.into()) => {},
+            }
+        }
+    }
+
+    async fn ack(&self, delivery: &Delivery) -> Result<(), Error> {
+        let receipt = delivery.receipt().expect::<FsReceipt>(NAME)?;
+        let claimed = receipt.claimed.lock().unwrap_or_else(|e| e.into_inner());
+        receipt.queue.delete(&claimed)
+    }
+
+    async fn nack(&self, delivery: &Delivery) -> Result<(), Error> {
+        let receipt = delivery.receipt().expect::<FsReceipt>(NAME)?;
+        let claimed = receipt.claimed.lock().unwrap_or_else(|e| e.into_inner());
+        if receipt.queue.give_back(&claimed, &receipt.file)? {
+            self.inner.wake.notify_waiters();
+        }
+        Ok(())
+    }
+
+    async fn extend(&self, delivery: &Delivery, by: Duration) -> Result<(), Error> {
+        let visibility = self.inner.options.visibility_timeout;
+        if visibility.is_zero() {
+            return Ok(());
+        }
+        let receipt = delivery.receipt().expect::<FsReceipt>(NAME)?;
+        let mut claimed = receipt.claimed.lock().unwrap_or_else(|e| e.into_inner());
+        // A claim expires at claim time + visibility timeout.
+        let claim_time = unix_now() + by.as_secs_f64() - visibility.as_secs_f64();
+        let renamed = name::claimed_file(claim_time, &receipt.file);
+        if receipt.queue.reclaim_as(&claimed, &renamed)? {
+            *claimed = renamed;
+            Ok(())
+        } else {
+            Err(Error::InvalidDelivery(format!(
+                "the claim of {} expired before it was extended",
+                receipt.file
+            )))
+        }
+    }
+}

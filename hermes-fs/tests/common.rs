@@ -1,0 +1,101 @@
+//! Shared by the filesystem driver's tests: temporary directories and the conformance harness.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use hermes_core::time::unix_now;
+use hermes_core::{Error, async_trait};
+use hermes_fs::{FileSystemDriver, FileSystemOptions};
+use hermes_testkit::suite::Harness;
+
+/// A directory under the system's temp folder, removed when dropped.
+#[derive(Debug)]
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(label: &str) -> Self {
+        let path = std::env::temp_dir().join(format!(
+            "hermes-fs-{label}-{}-{:08x}",
+            std::process::id(),
+            rand::random::<u32>()
+        ));
+        std::fs::create_dir_all(&path).unwrap();
+        TempDir(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Options with a short visibility timeout, for tests that wait for redelivery.
+pub fn test_options() -> FileSystemOptions {
+    let mut options = FileSystemOptions::default();
+    options.visibility_timeout = Duration::from_secs(1);
+    options
+}
+
+/// Writes `bytes` into `<dir>/<queue>/new/` under a valid message file name, as another
+/// program could.
+pub fn drop_file(dir: &Path, queue: &str, bytes: &[u8]) -> PathBuf {
+    let new = dir.join(queue).join("new");
+    std::fs::create_dir_all(&new).unwrap();
+    let name = format!(
+        "{:017.6}-{:016x}.json",
+        unix_now() - 1.0,
+        rand::random::<u64>()
+    );
+    let tmp = dir.join(queue).join(format!(".{name}"));
+    std::fs::write(&tmp, bytes).unwrap();
+    let path = new.join(name);
+    std::fs::rename(&tmp, &path).unwrap();
+    path
+}
+
+/// Files in a folder.
+pub fn count_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| entries.count())
+}
+
+/// The conformance harness: a temporary directory per test.
+pub struct FsHarness {
+    dir: TempDir,
+}
+
+impl FsHarness {
+    pub fn new() -> Self {
+        FsHarness {
+            dir: TempDir::new("suite"),
+        }
+    }
+}
+
+#[async_trait]
+impl Harness for FsHarness {
+    type Driver = FileSystemDriver;
+
+    async fn open(&self, queue: &str) -> Result<FileSystemDriver, Error> {
+        FileSystemDriver::with_options(self.dir.path(), queue, test_options())
+    }
+
+    async fn push_raw(&self, queue: &str, bytes: &[u8]) -> Result<(), Error> {
+        drop_file(self.dir.path(), queue, bytes);
+        Ok(())
+    }
+
+    async fn quarantined(&self, queue: &str) -> Result<usize, Error> {
+        Ok(count_files(&self.dir.path().join(queue).join("failed")))
+    }
+
+    fn visibility_timeout(&self) -> Duration {
+        test_options().visibility_timeout
+    }
+}
