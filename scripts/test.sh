@@ -24,3 +24,8 @@ for service in ${HERMES_SERVICES:-}; do
 done
 
 cargo test --workspace "$@"
+
+if [ "$#" -eq 0 ]; then
+  # The README's run command, end to end.
+  ./examples/filesystem/e2e.sh
+fi

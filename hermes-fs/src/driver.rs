@@ -202,14 +202,7 @@ impl FileSystemDriver {
                 continue;
             }
             queue.ensure_created()?;
-            let watched = {
-                let mut watcher = self.inner.watcher.lock().unwrap_or_else(|e| e.into_inner());
-                watcher
-                    .get_or_insert_with(|| {
-                        Watcher::start(self.inner.options.watch, self.inner.wake.clone())
-                    })
-                    .watch(queue)
-            };
+            let watched = self.with_watcher(|w| w.watch(queue));
             queue.lock().watched = watched;
             // After the watch is in place, so no file slips between the read and the watch.
             queue.scan()?;
@@ -218,6 +211,41 @@ impl FileSystemDriver {
                 .insert(queue.name.clone(), Instant::now());
         }
         Ok(())
+    }
+
+    /// Runs `f` on the watcher, starting it the first time.
+    fn with_watcher<R>(&self, f: impl FnOnce(&mut Watcher) -> R) -> R {
+        let mut watcher = self.inner.watcher.lock().unwrap_or_else(|e| e.into_inner());
+        f(watcher.get_or_insert_with(|| {
+            Watcher::start(self.inner.options.watch, self.inner.wake.clone())
+        }))
+    }
+
+    /// With a backlog left after a claim, switches notifications off for `queue`: the index
+    /// already holds work, and the worker's own claims would wake it for every message.
+    fn pause_watch_if_busy(&self, queue: &QueueDir) {
+        let mut state = queue.lock();
+        if state.watched && state.files.len() >= 2 {
+            state.watched = false;
+            state.paused = true;
+            drop(state);
+            self.with_watcher(|w| w.unwatch(queue));
+        }
+    }
+
+    /// When the index of a paused queue ran dry: notifications on again, then the folder read
+    /// for what arrived meanwhile. Returns whether the queue was paused.
+    fn resume_watch(&self, queue: &Arc<QueueDir>) -> Result<bool, Error> {
+        if !std::mem::take(&mut queue.lock().paused) {
+            return Ok(false);
+        }
+        let watched = self.with_watcher(|w| w.watch(queue));
+        queue.lock().watched = watched;
+        queue.scan()?;
+        self.schedule()
+            .last_scans
+            .insert(queue.name.clone(), Instant::now());
+        Ok(true)
     }
 
     fn schedule(&self) -> std::sync::MutexGuard<'_, Schedule> {
@@ -240,7 +268,8 @@ impl FileSystemDriver {
         for (_, queue) in queues {
             let (watched, flagged) = {
                 let state = queue.lock();
-                (state.watched, state.rescan)
+                // A paused queue is read again when its index runs dry.
+                (state.watched || state.paused, state.rescan)
             };
             let period = if watched { SAFETY_RESCAN } else { refresh };
             let last = self.schedule().last_scans.get(&queue.name).copied();
@@ -286,6 +315,7 @@ impl FileSystemDriver {
             loop {
                 let file = match queue.head(now) {
                     Head::Due(file) => file,
+                    Head::NotDue(_) | Head::Empty if self.resume_watch(queue)? => continue,
                     Head::NotDue(due) => {
                         next_due = Some(next_due.map_or(due, |d| d.min(due)));
                         break;
@@ -296,6 +326,7 @@ impl FileSystemDriver {
                 let Some(body) = queue.claim(&file, &claimed)? else {
                     continue;
                 };
+                self.pause_watch_if_busy(queue);
                 return match self.inner.serializer.deserialize(&body) {
                     Ok(message) => {
                         let receipt = FsReceipt {

@@ -34,6 +34,9 @@ pub(crate) struct IndexState {
     pub(crate) scanned: bool,
     /// Whether change notifications keep the index current.
     pub(crate) watched: bool,
+    /// Whether notifications are switched off while a backlog drains (the worker's own claims
+    /// would otherwise wake it for every message); switched on again when the index runs dry.
+    pub(crate) paused: bool,
     /// Set when notifications may have been lost: read the folder again.
     pub(crate) rescan: bool,
     pub(crate) files: BTreeSet<String>,

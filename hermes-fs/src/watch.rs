@@ -69,6 +69,15 @@ impl Watcher {
     }
 }
 
+impl Watcher {
+    /// Stops watching the `new/` folder of `queue`.
+    pub(crate) fn unwatch(&mut self, queue: &QueueDir) {
+        if let Some(watcher) = self.watcher.as_mut() {
+            let _ = watcher.unwatch(&queue.new);
+        }
+    }
+}
+
 fn route(routes: &Mutex<HashMap<PathBuf, Arc<QueueDir>>>, event: notify::Result<Event>) {
     let routes = routes.lock().unwrap_or_else(|e| e.into_inner());
     let event = match event {

@@ -1,7 +1,14 @@
-//! The conformance suite on the filesystem driver, on a temporary directory.
+//! The conformance suite on the filesystem driver, on a temporary directory, directly and
+//! through `Arc<dyn Driver>`.
 
 mod common;
 
 mod direct {
     hermes_testkit::conformance_suite!(super::common::FsHarness::new());
+}
+
+mod dyn_driver {
+    hermes_testkit::conformance_suite!(hermes_testkit::suite::DynHarness(
+        super::common::FsHarness::new()
+    ));
 }

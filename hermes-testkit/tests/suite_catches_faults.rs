@@ -60,18 +60,18 @@ impl Driver for Faulty {
     async fn receive(&self, p: &[Priority], wait: Duration) -> Result<Option<Delivery>, Error> {
         if self.fault == Fault::LowestFirst && p.is_empty() {
             for priority in [50, DEFAULT_PRIORITY, 200] {
-                if self.inner.queue_name(priority).is_some() {
-                    if let Some(d) = self.inner.receive(&[priority], Duration::ZERO).await? {
-                        return Ok(Some(d));
-                    }
+                if self.inner.queue_name(priority).is_some()
+                    && let Some(d) = self.inner.receive(&[priority], Duration::ZERO).await?
+                {
+                    return Ok(Some(d));
                 }
             }
         }
         let delivery = self.inner.receive(p, wait).await?;
-        if self.fault == Fault::AcksOnReceive {
-            if let Some(d) = &delivery {
-                self.inner.ack(d).await?;
-            }
+        if self.fault == Fault::AcksOnReceive
+            && let Some(d) = &delivery
+        {
+            self.inner.ack(d).await?;
         }
         Ok(delivery)
     }

@@ -583,11 +583,11 @@ pub async fn dropped_receive_loses_nothing<H: Harness>(h: &H, queue: &str) -> Ou
     let mut got = Vec::new();
     for step in 0..40u64 {
         let cut = Duration::from_micros(step * step * 40);
-        if let Ok(result) = tokio::time::timeout(cut, driver.receive(&[], PATIENCE)).await {
-            if let Some(d) = result.expect("receiving") {
-                got.push(d.message().id().to_owned());
-                ack(&driver, &d).await;
-            }
+        if let Ok(result) = tokio::time::timeout(cut, driver.receive(&[], PATIENCE)).await
+            && let Some(d) = result.expect("receiving")
+        {
+            got.push(d.message().id().to_owned());
+            ack(&driver, &d).await;
         }
     }
     if got.is_empty() {

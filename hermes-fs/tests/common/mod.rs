@@ -15,6 +15,7 @@ use hermes_testkit::suite::Harness;
 pub struct TempDir(pub PathBuf);
 
 impl TempDir {
+    /// A fresh directory whose name starts with `label`.
     pub fn new(label: &str) -> Self {
         let path = std::env::temp_dir().join(format!(
             "hermes-fs-{label}-{}-{:08x}",
@@ -25,6 +26,7 @@ impl TempDir {
         TempDir(path)
     }
 
+    /// The directory.
     pub fn path(&self) -> &Path {
         &self.0
     }
@@ -71,10 +73,17 @@ pub struct FsHarness {
 }
 
 impl FsHarness {
+    /// A harness on a fresh temporary directory.
     pub fn new() -> Self {
         FsHarness {
             dir: TempDir::new("suite"),
         }
+    }
+}
+
+impl Default for FsHarness {
+    fn default() -> Self {
+        FsHarness::new()
     }
 }
 

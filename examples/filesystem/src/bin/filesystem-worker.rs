@@ -1,0 +1,34 @@
+//! `filesystem-worker`: runs report exports until `filesystem-shutdown`, SIGTERM or Ctrl-C.
+//! Exits non-zero when the driver fails.
+
+use std::sync::Arc;
+
+use hermes_core::{Dispatcher, SharedFileShutdown, SignalShutdown};
+use hermes_example_filesystem::{
+    EXPORT, ExportHandler, directory, driver, init_logging, shutdown_file,
+};
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    init_logging();
+    match run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("worker failed: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<(), hermes_core::Error> {
+    let dir = directory();
+    let mut dispatcher = Dispatcher::new(driver(&dir)?)
+        // `filesystem-shutdown` touches this file; workers started before that stop.
+        .with_shutdown(SharedFileShutdown::new(shutdown_file(&dir)))
+        .with_shutdown(SignalShutdown::install()?);
+    dispatcher.register_handler(
+        EXPORT,
+        Arc::new(ExportHandler::new(dir.join("exports.log"))),
+    );
+    dispatcher.handle(&[]).await
+}
