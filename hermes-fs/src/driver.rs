@@ -113,11 +113,25 @@ impl FileSystemDriver {
         let directory = directory.as_ref().to_path_buf();
         let mut queues = BTreeMap::new();
         queues.insert(DEFAULT_PRIORITY, Arc::new(QueueDir::new(&directory, queue)));
-        Ok(FileSystemDriver {
+        Ok(FileSystemDriver::build(
+            directory,
+            queues,
+            options,
+            Arc::new(JsonSerializer),
+        ))
+    }
+
+    fn build(
+        directory: PathBuf,
+        queues: BTreeMap<Priority, Arc<QueueDir>>,
+        options: FileSystemOptions,
+        serializer: Arc<dyn Serializer>,
+    ) -> Self {
+        FileSystemDriver {
             inner: Arc::new(Inner {
                 directory,
                 options,
-                serializer: Arc::new(JsonSerializer),
+                serializer,
                 queues: RwLock::new(queues),
                 watcher: Mutex::new(None),
                 wake: Arc::new(Notify::new()),
@@ -126,36 +140,23 @@ impl FileSystemDriver {
                     last_scans: BTreeMap::new(),
                 }),
             }),
-        })
+        }
     }
 
-    /// Uses `serializer` instead of [`JsonSerializer`]. Call it before sharing the driver.
+    /// The same queues with `serializer` instead of [`JsonSerializer`], as a new instance.
     #[must_use]
     pub fn with_serializer(self, serializer: impl Serializer) -> Self {
-        let inner = Arc::try_unwrap(self.inner).unwrap_or_else(|shared| Inner {
-            directory: shared.directory.clone(),
-            options: shared.options.clone(),
-            serializer: shared.serializer.clone(),
-            queues: RwLock::new(
-                shared
-                    .queues
-                    .read()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .clone(),
-            ),
-            watcher: Mutex::new(None),
-            wake: Arc::new(Notify::new()),
-            schedule: Mutex::new(Schedule {
-                next_reclaim: Instant::now(),
-                last_scans: BTreeMap::new(),
-            }),
-        });
-        FileSystemDriver {
-            inner: Arc::new(Inner {
-                serializer: Arc::new(serializer),
-                ..inner
-            }),
-        }
+        let queues = self
+            .read_queues()
+            .iter()
+            .map(|(p, q)| (*p, Arc::new(QueueDir::new(&self.inner.directory, &q.name))))
+            .collect();
+        FileSystemDriver::build(
+            self.inner.directory.clone(),
+            queues,
+            self.inner.options.clone(),
+            Arc::new(serializer),
+        )
     }
 
     /// The directory holding the queue folders.
@@ -245,6 +246,8 @@ impl FileSystemDriver {
         self.schedule()
             .last_scans
             .insert(queue.name.clone(), Instant::now());
+        // Other workers of this instance may be waiting for what the read found.
+        self.inner.wake.notify_waiters();
         Ok(true)
     }
 

@@ -76,6 +76,11 @@ impl QueueDir {
         if self.lock().created {
             return Ok(());
         }
+        self.create()
+    }
+
+    /// Creates the folders that are missing.
+    fn create(&self) -> Result<(), Error> {
         let mut builder = fs::DirBuilder::new();
         builder.recursive(true).mode(0o775);
         for dir in [&self.tmp, &self.new, &self.processing, &self.failed] {
@@ -186,7 +191,13 @@ impl QueueDir {
     pub(crate) fn claim(&self, file_name: &str, claimed: &str) -> Result<Option<Vec<u8>>, Error> {
         let from = self.new.join(file_name);
         let to = self.processing.join(claimed);
-        match fs::rename(&from, &to) {
+        let mut renamed = fs::rename(&from, &to);
+        if matches!(&renamed, Err(e) if e.kind() == io::ErrorKind::NotFound) && from.exists() {
+            // The file is there, so `processing/` is not: someone removed the folders.
+            self.create()?;
+            renamed = fs::rename(&from, &to);
+        }
+        match renamed {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => {

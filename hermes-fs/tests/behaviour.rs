@@ -481,3 +481,28 @@ async fn a_php_written_file_is_handled_and_a_rust_file_reads_as_hermes_json() {
         r#"{"message":{"id":"rust-1","type":"t","created":1700000000,"payload":null,"execute_at":null,"retries":0}}"#
     );
 }
+
+#[tokio::test]
+async fn a_removed_processing_folder_is_created_again() {
+    let dir = TempDir::new("healing");
+    let driver = FileSystemDriver::with_options(dir.path(), "q", test_options()).unwrap();
+    let m = message(1);
+    driver.send(&m, DEFAULT_PRIORITY).await.unwrap();
+    assert!(
+        driver
+            .receive(&[], Duration::ZERO)
+            .await
+            .unwrap()
+            .is_some_and(|d| d.message().id() == m.id())
+    );
+    let second = message(2);
+    driver.send(&second, DEFAULT_PRIORITY).await.unwrap();
+    std::fs::remove_dir_all(dir.path().join("q/processing")).unwrap();
+    let d = driver
+        .receive(&[], Duration::from_secs(1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(d.message().id(), second.id());
+    driver.ack(&d).await.unwrap();
+}
