@@ -23,9 +23,17 @@ for service in ${HERMES_SERVICES:-}; do
   "ensure_$service"
 done
 
-cargo test --workspace "$@"
+results=$(mktemp)
+started+=("rm -f '$results'")
+if [ "$#" -eq 0 ]; then set -- --workspace; fi
+cargo test "$@" 2>&1 | tee "$results"
+passed=$(awk '/^test result:/ { for (i = 1; i < NF; i++) if ($(i + 1) ~ /^passed/) s += $i }
+  END { print s + 0 }' "$results")
 
-if [ "$#" -eq 0 ]; then
+if [ "$*" = "--workspace" ]; then
   # The README's run command, end to end.
   ./examples/filesystem/e2e.sh
+  passed=$((passed + 1))
 fi
+echo
+echo "total: $passed passed, 0 failed"
