@@ -86,6 +86,13 @@ pub trait Driver: fmt::Debug + Send + Sync + 'static {
         let _ = (delivery, by);
         Ok(())
     }
+
+    /// Finishes what the driver holds for this process: gives back messages it claimed ahead
+    /// (prefetched) but did not hand out. The [`Dispatcher`](crate::Dispatcher) calls it when
+    /// `handle` returns. Drivers without such state do nothing.
+    async fn flush(&self) -> Result<(), Error> {
+        Ok(())
+    }
 }
 
 /// What a driver guarantees. The conformance suite runs the scenarios of every declared
@@ -221,6 +228,9 @@ macro_rules! delegate_driver {
             }
             async fn extend(&self, delivery: &Delivery, by: Duration) -> Result<(), Error> {
                 (**self).extend(delivery, by).await
+            }
+            async fn flush(&self) -> Result<(), Error> {
+                (**self).flush().await
             }
         }
     )*};

@@ -217,6 +217,9 @@ impl Dispatcher {
             }
         }
 
+        if let Err(e) = self.driver.flush().await {
+            tracing::warn!("Giving back prefetched messages failed - {e}");
+        }
         if let Some(e) = ctx.take_failure() {
             tracing::error!("Exiting hermes dispatcher - driver error: {e}");
             return Err(e);

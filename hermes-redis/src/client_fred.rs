@@ -1,0 +1,117 @@
+//! The adapter for `fred`.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use fred::bytes::Bytes;
+use fred::clients::Client;
+use fred::error::ErrorKind;
+use fred::interfaces::ClientLike;
+use fred::types::scripts::Script as FredScript;
+use fred::types::{ClusterHash, CustomCommand, Value};
+use hermes_core::{Error, async_trait};
+
+use crate::client::{RedisClient, Reply};
+use crate::scripts::Script;
+
+/// The driver name of this adapter.
+pub(crate) const NAME: &str = "redis-fred";
+
+/// A `fred` client (standalone or cluster), connected with `init()` and with a reconnect
+/// policy so that it comes back after Redis restarts.
+pub struct FredClient {
+    client: Client,
+    scripts: HashMap<Script, FredScript>,
+}
+
+impl FredClient {
+    /// Wraps `client`.
+    pub fn new(client: Client) -> Self {
+        let scripts = Script::ALL
+            .iter()
+            .map(|s| (*s, FredScript::from_lua(s.source())))
+            .collect();
+        FredClient { client, scripts }
+    }
+}
+
+impl fmt::Debug for FredClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FredClient").finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl RedisClient for FredClient {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    async fn eval(&self, script: Script, keys: &[&str], args: &[&[u8]]) -> Result<Reply, Error> {
+        let keys: Vec<String> = keys.iter().map(|k| (*k).to_owned()).collect();
+        let args: Vec<Value> = args
+            .iter()
+            .map(|a| Value::Bytes(Bytes::copy_from_slice(a)))
+            .collect();
+        let value: Value = self.scripts[&script]
+            .evalsha_with_reload(&self.client, keys, args)
+            .await
+            .map_err(map_error)?;
+        Ok(reply(value))
+    }
+
+    async fn command(&self, name: &'static str, args: &[&[u8]]) -> Result<Reply, Error> {
+        let args: Vec<Value> = args
+            .iter()
+            .map(|a| Value::Bytes(Bytes::copy_from_slice(a)))
+            .collect();
+        let command = CustomCommand::new_static(name, ClusterHash::FirstKey, false);
+        let value: Value = self.client.custom(command, args).await.map_err(map_error)?;
+        Ok(reply(value))
+    }
+}
+
+fn reply(value: Value) -> Reply {
+    match value {
+        Value::Null | Value::Queued => Reply::Nil,
+        Value::Integer(i) => Reply::Int(i),
+        Value::Boolean(b) => Reply::Int(i64::from(b)),
+        Value::Double(d) => Reply::Bytes(d.to_string().into_bytes()),
+        Value::String(s) => Reply::Bytes(s.as_bytes().to_vec()),
+        Value::Bytes(b) => Reply::Bytes(b.to_vec()),
+        Value::Array(items) => Reply::Array(items.into_iter().map(reply).collect()),
+        Value::Map(map) => Reply::Array(
+            map.inner()
+                .into_iter()
+                .flat_map(|(k, v)| [Reply::Bytes(k.as_bytes().to_vec()), reply(v)])
+                .collect(),
+        ),
+    }
+}
+
+/// Lost connections, timeouts, cancelled commands (the client is reconnecting), a server still
+/// loading its data and cluster reconfigurations are temporary; the rest is not.
+fn map_error(error: fred::error::Error) -> Error {
+    let details = error.details();
+    let temporary = matches!(
+        error.kind(),
+        ErrorKind::IO
+            | ErrorKind::Timeout
+            | ErrorKind::Canceled
+            | ErrorKind::Cluster
+            | ErrorKind::Routing
+            | ErrorKind::Backpressure
+    ) || ["LOADING", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "BUSY"]
+        .iter()
+        .any(|code| details.starts_with(code));
+    if temporary {
+        Error::connection(NAME, error)
+    } else {
+        Error::Driver {
+            driver: NAME,
+            message: error.to_string(),
+            temporary: false,
+            source: Some(Box::new(error)),
+        }
+    }
+}

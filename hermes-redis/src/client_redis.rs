@@ -1,0 +1,125 @@
+//! The adapter for the `redis` crate: a `ConnectionManager`, or a cluster connection.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use hermes_core::{Error, async_trait};
+use redis::aio::ConnectionLike;
+use redis::{RedisError, RetryMethod, Value};
+
+use crate::client::{RedisClient, Reply};
+use crate::scripts::Script;
+
+/// The driver name of this adapter.
+pub(crate) const NAME: &str = "redis";
+
+/// A connection of the `redis` crate that reconnects by itself and can be cloned cheaply:
+/// `redis::aio::ConnectionManager`, or `redis::cluster_async::ClusterConnection`.
+pub struct RedisRsClient<C> {
+    connection: C,
+    scripts: HashMap<Script, redis::Script>,
+}
+
+impl<C> RedisRsClient<C> {
+    /// Wraps `connection`.
+    pub fn new(connection: C) -> Self {
+        let scripts = Script::ALL
+            .iter()
+            .map(|s| (*s, redis::Script::new(s.source())))
+            .collect();
+        RedisRsClient {
+            connection,
+            scripts,
+        }
+    }
+}
+
+impl<C> fmt::Debug for RedisRsClient<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisRsClient").finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl<C> RedisClient for RedisRsClient<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    async fn eval(&self, script: Script, keys: &[&str], args: &[&[u8]]) -> Result<Reply, Error> {
+        let mut invocation = self.scripts[&script].prepare_invoke();
+        for key in keys {
+            invocation.key(*key);
+        }
+        for arg in args {
+            invocation.arg(*arg);
+        }
+        let mut connection = self.connection.clone();
+        let value: Value = invocation
+            .invoke_async(&mut connection)
+            .await
+            .map_err(map_error)?;
+        Ok(reply(value))
+    }
+
+    async fn command(&self, name: &'static str, args: &[&[u8]]) -> Result<Reply, Error> {
+        let mut command = redis::cmd(name);
+        for arg in args {
+            command.arg(*arg);
+        }
+        let mut connection = self.connection.clone();
+        let value: Value = command
+            .query_async(&mut connection)
+            .await
+            .map_err(map_error)?;
+        Ok(reply(value))
+    }
+}
+
+fn reply(value: Value) -> Reply {
+    match value {
+        Value::Nil => Reply::Nil,
+        Value::Int(i) => Reply::Int(i),
+        Value::BulkString(b) => Reply::Bytes(b),
+        Value::SimpleString(s) => Reply::Bytes(s.into_bytes()),
+        Value::Okay => Reply::Bytes(b"OK".to_vec()),
+        Value::Array(items) | Value::Set(items) => {
+            Reply::Array(items.into_iter().map(reply).collect())
+        }
+        Value::Map(pairs) => Reply::Array(
+            pairs
+                .into_iter()
+                .flat_map(|(k, v)| [reply(k), reply(v)])
+                .collect(),
+        ),
+        Value::Double(d) => Reply::Bytes(d.to_string().into_bytes()),
+        Value::Boolean(b) => Reply::Int(i64::from(b)),
+        Value::VerbatimString { text, .. } => Reply::Bytes(text.into_bytes()),
+        Value::Attribute { data, .. } => reply(*data),
+        _ => Reply::Nil,
+    }
+}
+
+/// Lost connections, timeouts, a server still loading its data, and cluster reconfigurations
+/// are temporary; the rest is not.
+fn map_error(error: RedisError) -> Error {
+    let temporary = error.is_io_error()
+        || error.is_connection_dropped()
+        || error.is_connection_refusal()
+        || error.is_timeout()
+        || error.is_cluster_error()
+        || !matches!(error.retry_method(), RetryMethod::NoRetry);
+    if temporary {
+        Error::connection(NAME, error)
+    } else {
+        Error::Driver {
+            driver: NAME,
+            message: error.to_string(),
+            temporary: false,
+            source: Some(Box::new(error)),
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! Options of the Redis driver.
+
+use std::time::Duration;
+
+/// When a message leaves Redis for good.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum DeliveryMode {
+    /// A claim moves the message into an in-flight set; it is removed on `ack`, and returned to
+    /// its queue when the claim is older than the visibility timeout. A worker killed in the
+    /// middle of a handler loses nothing. The default.
+    #[default]
+    AtLeastOnce,
+    /// Hermes' own behaviour: `SPOP` removes the message before the handler runs; a worker
+    /// that dies in the middle of a handler loses it.
+    AtMostOnce,
+}
+
+/// Options of a [`RedisSetDriver`](crate::RedisSetDriver). Start from
+/// [`RedisOptions::default`] and change fields.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RedisOptions {
+    /// The set of the default priority. Default `hermes`, as in Hermes.
+    pub key: String,
+    /// The sorted set of delayed messages, scored by their due time. Default `hermes_schedule`,
+    /// as in Hermes.
+    pub schedule_key: String,
+    /// A hash tag put in front of every key (`{tag}hermes`), so that all keys of the queue live
+    /// in one slot of a Redis Cluster. Default none: the plain Hermes key names.
+    pub hash_tag: Option<String>,
+    /// At-least-once (the default) or Hermes' at-most-once.
+    pub delivery: DeliveryMode,
+    /// How long a claimed message may stay unacknowledged before it is delivered again.
+    /// Default 300 s.
+    pub visibility_timeout: Duration,
+    /// How long an idle worker waits between two looks at the queue. Default 100 ms.
+    pub refresh_interval: Duration,
+    /// How many messages one claim takes at most (at-least-once only); the extra ones wait in
+    /// this process, claimed, until a worker asks. Default 8.
+    pub prefetch: usize,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        RedisOptions {
+            key: "hermes".to_owned(),
+            schedule_key: "hermes_schedule".to_owned(),
+            hash_tag: None,
+            delivery: DeliveryMode::AtLeastOnce,
+            visibility_timeout: Duration::from_secs(300),
+            refresh_interval: Duration::from_millis(100),
+            prefetch: 8,
+        }
+    }
+}

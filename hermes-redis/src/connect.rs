@@ -1,0 +1,91 @@
+//! Connecting with each client library.
+
+use std::time::Duration;
+
+use hermes_core::Error;
+
+use crate::{RedisOptions, RedisSetDriver};
+
+/// How long a command may wait for a lost connection before it fails as temporary.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[cfg(feature = "redis-rs")]
+impl RedisSetDriver {
+    /// Connects to `url` (`redis://host:port/db`) with the `redis` crate's `ConnectionManager`,
+    /// which reconnects after Redis restarts.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a bad URL; a temporary [`Error::Connection`] when Redis cannot be
+    /// reached.
+    pub async fn connect_redis(url: &str, options: RedisOptions) -> Result<Self, Error> {
+        let client = redis::Client::open(url).map_err(|e| Error::Config {
+            driver: crate::client_redis::NAME,
+            message: format!("invalid Redis URL: {e}"),
+        })?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_response_timeout(Some(COMMAND_TIMEOUT))
+            .set_connection_timeout(Some(COMMAND_TIMEOUT));
+        let manager = client
+            .get_connection_manager_with_config(config)
+            .await
+            .map_err(|e| Error::connection(crate::client_redis::NAME, e))?;
+        RedisSetDriver::from_redis(manager, options)
+    }
+
+    /// A driver on a connection of the `redis` crate that reconnects by itself:
+    /// `redis::aio::ConnectionManager`, or `redis::cluster_async::ClusterConnection`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidQueueName`] for invalid key names.
+    pub fn from_redis<C>(connection: C, options: RedisOptions) -> Result<Self, Error>
+    where
+        C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+    {
+        RedisSetDriver::new(crate::RedisRsClient::new(connection), options)
+    }
+}
+
+#[cfg(feature = "fred")]
+impl RedisSetDriver {
+    /// Connects to `url` (`redis://host:port/db`, or `redis-cluster://host:port` for a cluster)
+    /// with `fred`, with a reconnect policy so that it comes back after Redis restarts.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a bad URL; a temporary [`Error::Connection`] when Redis cannot be
+    /// reached.
+    pub async fn connect_fred(url: &str, options: RedisOptions) -> Result<Self, Error> {
+        use fred::interfaces::ClientLike;
+        use fred::types::Builder;
+        use fred::types::config::{Config, ReconnectPolicy};
+
+        let config = Config::from_url(url).map_err(|e| Error::Config {
+            driver: crate::client_fred::NAME,
+            message: format!("invalid Redis URL: {e}"),
+        })?;
+        let client = Builder::from_config(config)
+            .set_policy(ReconnectPolicy::new_exponential(0, 100, 2_000, 2))
+            .with_connection_config(|c| {
+                c.connection_timeout = COMMAND_TIMEOUT;
+                c.internal_command_timeout = COMMAND_TIMEOUT;
+            })
+            .with_performance_config(|p| p.default_command_timeout = COMMAND_TIMEOUT)
+            .build()
+            .map_err(|e| Error::Config {
+                driver: crate::client_fred::NAME,
+                message: e.to_string(),
+            })?;
+        client
+            .init()
+            .await
+            .map_err(|e| Error::connection(crate::client_fred::NAME, e))?;
+        RedisSetDriver::from_fred(client, options)
+    }
+
+    /// A driver on a connected `fred` client (standalone or cluster).
+    ///
+    /// # Errors
+    /// [`Error::InvalidQueueName`] for invalid key names.
+    pub fn from_fred(client: fred::clients::Client, options: RedisOptions) -> Result<Self, Error> {
+        RedisSetDriver::new(crate::FredClient::new(client), options)
+    }
+}

@@ -1,0 +1,487 @@
+//! The Redis driver: Hermes' sets and schedule, plus claims for at-least-once delivery.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use hermes_core::time::unix_now;
+use hermes_core::{
+    Capabilities, DEFAULT_PRIORITY, Delivery, Driver, Error, JsonSerializer, Message, Priority,
+    Receipt, Serializer, async_trait,
+};
+
+use crate::client::{RedisClient, Reply};
+use crate::keys::Keys;
+use crate::scripts::Script;
+use crate::{DeliveryMode, RedisOptions};
+
+/// Hermes' Redis driver: a set per priority (`hermes` for priority 100), delayed messages in the
+/// sorted set `hermes_schedule` scored by their due time. PHP and Rust emitters and workers can
+/// share the keys.
+///
+/// - `send` adds the message to its priority's set (`SADD`), or to the schedule (`ZADD`) when it
+///   is due later; the driver also remembers the priority of a delayed message, so it returns
+///   to its own set (a message scheduled by a PHP emitter lands in the default set, as in
+///   Hermes).
+/// - `receive` runs one script: due messages are promoted (atomically: a member moves only for
+///   whoever removes it from the schedule), claims older than the visibility timeout are
+///   returned, and up to [`RedisOptions::prefetch`] messages are taken, highest priority first.
+///   Sets are not ordered: `SPOP` takes a random member, as in Hermes.
+/// - At-least-once (the default): a taken message moves into an in-flight sorted set until
+///   `ack`; a worker killed mid-handler loses nothing. [`DeliveryMode::AtMostOnce`] keeps
+///   Hermes' plain `SPOP`.
+/// - Undecodable members go to the list `<key>_quarantine` and are reported.
+///
+/// Build it on the `redis` crate ([`RedisSetDriver::connect_redis`],
+/// [`RedisSetDriver::from_redis`]) or on `fred` ([`RedisSetDriver::connect_fred`],
+/// [`RedisSetDriver::from_fred`]); the keys and the behaviour are the same. Lost connections
+/// are temporary errors: the client reconnects and the dispatcher waits for it.
+#[derive(Debug, Clone)]
+pub struct RedisSetDriver {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    client: Arc<dyn RedisClient>,
+    options: RedisOptions,
+    keys: Keys,
+    serializer: Arc<dyn Serializer>,
+    sets: RwLock<BTreeMap<Priority, String>>,
+    /// Messages claimed ahead for this process.
+    buffer: Mutex<VecDeque<Claimed>>,
+    /// One claim script at a time per process.
+    fetching: tokio::sync::Mutex<()>,
+    token_prefix: String,
+    next_token: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Claimed {
+    priority: Priority,
+    token: String,
+    body: Vec<u8>,
+    at: Instant,
+}
+
+/// The claim of a delivered message.
+#[derive(Debug)]
+struct RedisReceipt {
+    /// The claim token; empty in at-most-once mode.
+    token: String,
+    /// The message as stored, kept in at-most-once mode for `nack`.
+    body: Vec<u8>,
+}
+
+impl RedisSetDriver {
+    /// A driver over any [`RedisClient`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidQueueName`] for key names that are not letters, digits, `.`, `_`, `-`.
+    pub fn new(client: impl RedisClient, options: RedisOptions) -> Result<Self, Error> {
+        RedisSetDriver::from_client(Arc::new(client), options)
+    }
+
+    pub(crate) fn from_client(
+        client: Arc<dyn RedisClient>,
+        options: RedisOptions,
+    ) -> Result<Self, Error> {
+        let keys = Keys::new(&options)?;
+        let mut sets = BTreeMap::new();
+        sets.insert(DEFAULT_PRIORITY, keys.default_set.clone());
+        Ok(RedisSetDriver {
+            inner: Arc::new(Inner {
+                client,
+                keys,
+                options,
+                serializer: Arc::new(JsonSerializer),
+                sets: RwLock::new(sets),
+                buffer: Mutex::default(),
+                fetching: tokio::sync::Mutex::new(()),
+                token_prefix: format!("{:016x}:", rand::random::<u64>()),
+                next_token: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// The client, to share with a [`RedisShutdown`](crate::RedisShutdown).
+    pub fn client(&self) -> Arc<dyn RedisClient> {
+        self.inner.client.clone()
+    }
+
+    /// The list holding undecodable messages.
+    pub fn quarantine_key(&self) -> &str {
+        &self.inner.keys.quarantine
+    }
+
+    fn set_keys(&self) -> BTreeMap<Priority, String> {
+        self.inner
+            .sets
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn at_least_once(&self) -> bool {
+        self.inner.options.delivery == DeliveryMode::AtLeastOnce
+    }
+
+    fn buffer(&self) -> std::sync::MutexGuard<'_, VecDeque<Claimed>> {
+        self.inner.buffer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes the first buffered message of `priorities`. Messages held for more than half the
+    /// visibility timeout are given back instead: their claim may run out before a handler ends.
+    fn take_buffered(&self, priorities: &[Priority]) -> Option<Claimed> {
+        let limit = self.inner.options.visibility_timeout / 2;
+        let mut buffer = self.buffer();
+        let (stale, fresh): (Vec<_>, Vec<_>) =
+            buffer.drain(..).partition(|c| c.at.elapsed() > limit);
+        buffer.extend(fresh);
+        let index = buffer
+            .iter()
+            .position(|c| priorities.is_empty() || priorities.contains(&c.priority));
+        let taken = index.and_then(|i| buffer.remove(i));
+        drop(buffer);
+        for claimed in stale {
+            let driver = self.clone();
+            tokio::spawn(async move {
+                let _ = driver.return_claimed(claimed).await;
+            });
+        }
+        taken
+    }
+
+    /// Claims messages into the buffer; returns how many arrived. The claim runs in a task of
+    /// its own, so a dropped `receive` loses nothing: what it claimed waits in the buffer.
+    async fn fetch(&self, priorities: &[Priority]) -> Result<usize, Error> {
+        let _one_at_a_time = self.inner.fetching.lock().await;
+        let waiting = self
+            .buffer()
+            .iter()
+            .filter(|c| priorities.is_empty() || priorities.contains(&c.priority))
+            .count();
+        if waiting > 0 {
+            return Ok(waiting);
+        }
+        let driver = self.clone();
+        let priorities = priorities.to_vec();
+        tokio::spawn(async move { driver.claim(&priorities).await })
+            .await
+            .map_err(|e| {
+                Error::driver(self.inner.client.name(), format!("claim task: {e}"), true)
+            })?
+    }
+
+    async fn claim(&self, priorities: &[Priority]) -> Result<usize, Error> {
+        let inner = &self.inner;
+        let sets: Vec<(Priority, String)> = self.set_keys().into_iter().rev().collect();
+        let (visibility, max) = if self.at_least_once() {
+            (
+                inner.options.visibility_timeout.as_secs_f64(),
+                inner.options.prefetch.max(1),
+            )
+        } else {
+            (0.0, 1)
+        };
+        let first_token = inner.next_token.fetch_add(max as u64, Ordering::Relaxed);
+        let default_index = sets
+            .iter()
+            .position(|(p, _)| *p == DEFAULT_PRIORITY)
+            .map_or(1, |i| i + 1);
+        let mut keys: Vec<&str> = vec![
+            &inner.keys.schedule,
+            &inner.keys.schedule_priorities,
+            &inner.keys.in_flight,
+            &inner.keys.in_flight_data,
+        ];
+        keys.extend(sets.iter().map(|(_, key)| key.as_str()));
+        let mut args: Vec<String> = vec![
+            unix_now().to_string(),
+            visibility.to_string(),
+            max.to_string(),
+            inner.token_prefix.clone(),
+            first_token.to_string(),
+            sets.len().to_string(),
+        ];
+        args.extend(sets.iter().map(|(p, _)| p.to_string()));
+        args.extend(sets.iter().map(|(p, _)| {
+            if priorities.is_empty() || priorities.contains(p) {
+                "1"
+            } else {
+                "0"
+            }
+            .to_owned()
+        }));
+        args.push(default_index.to_string());
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        let reply = inner.client.eval(Script::Claim, &keys, &args).await?;
+        let Reply::Array(items) = reply else {
+            return Ok(0);
+        };
+        let now = Instant::now();
+        let mut claimed = Vec::with_capacity(items.len() / 3);
+        let mut items = items.into_iter();
+        while let (Some(priority), Some(token), Some(body)) =
+            (items.next(), items.next(), items.next())
+        {
+            let priority = priority.as_int().unwrap_or(i64::from(DEFAULT_PRIORITY));
+            claimed.push(Claimed {
+                priority: Priority::try_from(priority).unwrap_or(DEFAULT_PRIORITY),
+                token: token
+                    .into_bytes()
+                    .map(|t| String::from_utf8_lossy(&t).into_owned())
+                    .unwrap_or_default(),
+                body: body.into_bytes().unwrap_or_default(),
+                at: now,
+            });
+        }
+        let count = claimed.len();
+        self.buffer().extend(claimed);
+        Ok(count)
+    }
+
+    /// Decodes a claimed message, or quarantines it.
+    async fn deliver(&self, claimed: Claimed) -> Result<Delivery, Error> {
+        match self.inner.serializer.deserialize(&claimed.body) {
+            Ok(message) => {
+                let body = if self.at_least_once() {
+                    Vec::new()
+                } else {
+                    claimed.body
+                };
+                let receipt = RedisReceipt {
+                    token: claimed.token,
+                    body,
+                };
+                Ok(Delivery::new(
+                    message,
+                    claimed.priority,
+                    Receipt::new(receipt),
+                ))
+            }
+            Err(source) => {
+                let keys = [
+                    self.inner.keys.quarantine.as_str(),
+                    &self.inner.keys.in_flight,
+                    &self.inner.keys.in_flight_data,
+                ];
+                self.inner
+                    .client
+                    .eval(
+                        Script::Quarantine,
+                        &keys,
+                        &[&claimed.body, claimed.token.as_bytes()],
+                    )
+                    .await?;
+                Err(Error::Undecodable {
+                    quarantine: format!("the Redis list {}", self.inner.keys.quarantine),
+                    source,
+                })
+            }
+        }
+    }
+
+    /// Returns a message claimed ahead but not handed out to its set.
+    async fn return_claimed(&self, claimed: Claimed) -> Result<(), Error> {
+        if claimed.token.is_empty() {
+            let set = self.set_of(claimed.priority);
+            self.inner
+                .client
+                .command("SADD", &[set.as_bytes(), &claimed.body])
+                .await?;
+        } else {
+            self.give_back(&claimed.token, claimed.priority).await?;
+        }
+        Ok(())
+    }
+
+    /// The set of `priority`, or the default set when it has none any more.
+    fn set_of(&self, priority: Priority) -> String {
+        self.set_keys()
+            .get(&priority)
+            .cloned()
+            .unwrap_or_else(|| self.inner.keys.default_set.clone())
+    }
+
+    async fn give_back(&self, token: &str, priority: Priority) -> Result<bool, Error> {
+        let set = self.set_of(priority);
+        let keys = [
+            self.inner.keys.in_flight.as_str(),
+            &self.inner.keys.in_flight_data,
+            &set,
+        ];
+        let reply = self
+            .inner
+            .client
+            .eval(Script::Nack, &keys, &[token.as_bytes()])
+            .await?;
+        Ok(reply.as_int() == Some(1))
+    }
+}
+
+#[async_trait]
+impl Driver for RedisSetDriver {
+    fn name(&self) -> &'static str {
+        self.inner.client.name()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let mut capabilities = Capabilities::all();
+        capabilities.fifo = false;
+        capabilities.at_least_once = self.at_least_once();
+        capabilities.extend = self.at_least_once();
+        capabilities
+    }
+
+    fn setup_priority_queue(&self, name: &str, priority: Priority) -> Result<(), Error> {
+        let key = self.inner.keys.set(name)?;
+        self.inner
+            .sets
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(priority, key);
+        Ok(())
+    }
+
+    async fn send(&self, message: &Message, priority: Priority) -> Result<(), Error> {
+        let key = self
+            .set_keys()
+            .get(&priority)
+            .cloned()
+            .ok_or(Error::UnknownPriority(priority))?;
+        let body = self.inner.serializer.serialize(message)?;
+        match message.execute_at() {
+            Some(at) if at > unix_now() => {
+                let keys = [
+                    self.inner.keys.schedule.as_str(),
+                    &self.inner.keys.schedule_priorities,
+                ];
+                let priority = if priority == DEFAULT_PRIORITY {
+                    String::new()
+                } else {
+                    priority.to_string()
+                };
+                let at = at.to_string();
+                self.inner
+                    .client
+                    .eval(
+                        Script::Schedule,
+                        &keys,
+                        &[at.as_bytes(), &body, priority.as_bytes()],
+                    )
+                    .await?;
+            }
+            _ => {
+                self.inner
+                    .client
+                    .command("SADD", &[key.as_bytes(), &body])
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn receive(
+        &self,
+        priorities: &[Priority],
+        wait: Duration,
+    ) -> Result<Option<Delivery>, Error> {
+        {
+            let sets = self.inner.sets.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(p) = priorities.iter().find(|p| !sets.contains_key(p)) {
+                return Err(Error::UnknownPriority(*p));
+            }
+        }
+        let give_up = Instant::now() + wait;
+        loop {
+            if let Some(claimed) = self.take_buffered(priorities) {
+                return self.deliver(claimed).await.map(Some);
+            }
+            if self.fetch(priorities).await? > 0 {
+                continue;
+            }
+            let now = Instant::now();
+            if now >= give_up {
+                return Ok(None);
+            }
+            tokio::time::sleep(self.inner.options.refresh_interval.min(give_up - now)).await;
+        }
+    }
+
+    async fn ack(&self, delivery: &Delivery) -> Result<(), Error> {
+        let receipt = delivery.receipt().expect::<RedisReceipt>(self.name())?;
+        if receipt.token.is_empty() {
+            return Ok(());
+        }
+        let keys = [
+            self.inner.keys.in_flight.as_str(),
+            &self.inner.keys.in_flight_data,
+        ];
+        self.inner
+            .client
+            .eval(Script::Ack, &keys, &[receipt.token.as_bytes()])
+            .await?;
+        Ok(())
+    }
+
+    async fn nack(&self, delivery: &Delivery) -> Result<(), Error> {
+        let receipt = delivery.receipt().expect::<RedisReceipt>(self.name())?;
+        if receipt.token.is_empty() {
+            let key = self.set_of(delivery.priority());
+            self.inner
+                .client
+                .command("SADD", &[key.as_bytes(), &receipt.body])
+                .await?;
+            return Ok(());
+        }
+        self.give_back(&receipt.token, delivery.priority()).await?;
+        Ok(())
+    }
+
+    async fn extend(&self, delivery: &Delivery, by: Duration) -> Result<(), Error> {
+        let receipt = delivery.receipt().expect::<RedisReceipt>(self.name())?;
+        if receipt.token.is_empty() {
+            return Ok(());
+        }
+        let by = by.as_secs_f64().to_string();
+        let visibility = self
+            .inner
+            .options
+            .visibility_timeout
+            .as_secs_f64()
+            .to_string();
+        let reply = self
+            .inner
+            .client
+            .eval(
+                Script::Extend,
+                &[&self.inner.keys.in_flight],
+                &[
+                    receipt.token.as_bytes(),
+                    by.as_bytes(),
+                    visibility.as_bytes(),
+                ],
+            )
+            .await?;
+        if reply.as_int() == Some(1) {
+            Ok(())
+        } else {
+            Err(Error::InvalidDelivery(
+                "the claim expired before it was extended".to_owned(),
+            ))
+        }
+    }
+
+    async fn flush(&self) -> Result<(), Error> {
+        let claimed: Vec<Claimed> = self.buffer().drain(..).collect();
+        let mut result = Ok(());
+        for c in claimed {
+            if let Err(e) = self.return_claimed(c).await {
+                result = result.and(Err(e));
+            }
+        }
+        result
+    }
+}

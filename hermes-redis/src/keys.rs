@@ -1,0 +1,80 @@
+//! The key names of one queue.
+
+use hermes_core::{Error, validate_queue_name};
+
+use crate::RedisOptions;
+
+/// The keys of one queue: Hermes' own (`hermes`, `hermes_schedule`, one set per priority) and
+/// the driver's additions, named after them.
+#[derive(Debug, Clone)]
+pub(crate) struct Keys {
+    prefix: String,
+    /// The set of the default priority.
+    pub(crate) default_set: String,
+    pub(crate) schedule: String,
+    /// The priorities of delayed messages sent to another priority than the default.
+    pub(crate) schedule_priorities: String,
+    /// Claimed messages: claim token → claim time.
+    pub(crate) in_flight: String,
+    /// Claimed messages: claim token → `<priority>|<message>`.
+    pub(crate) in_flight_data: String,
+    /// Undecodable messages.
+    pub(crate) quarantine: String,
+}
+
+impl Keys {
+    pub(crate) fn new(options: &RedisOptions) -> Result<Self, Error> {
+        validate_queue_name(&options.key)?;
+        validate_queue_name(&options.schedule_key)?;
+        if let Some(tag) = &options.hash_tag {
+            validate_queue_name(tag)?;
+        }
+        let prefix = options
+            .hash_tag
+            .as_ref()
+            .map_or_else(String::new, |tag| format!("{{{tag}}}"));
+        let key = |name: &str| format!("{prefix}{name}");
+        Ok(Keys {
+            default_set: key(&options.key),
+            schedule: key(&options.schedule_key),
+            schedule_priorities: key(&format!("{}_priorities", options.schedule_key)),
+            in_flight: key(&format!("{}_in_flight", options.key)),
+            in_flight_data: key(&format!("{}_in_flight_data", options.key)),
+            quarantine: key(&format!("{}_quarantine", options.key)),
+            prefix,
+        })
+    }
+
+    /// The key of a priority set called `name`.
+    pub(crate) fn set(&self, name: &str) -> Result<String, Error> {
+        validate_queue_name(name)?;
+        Ok(format!("{}{name}", self.prefix))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_keys_are_hermes_keys_and_a_tag_prefixes_all() {
+        let keys = Keys::new(&RedisOptions::default()).unwrap();
+        assert_eq!(keys.default_set, "hermes");
+        assert_eq!(keys.schedule, "hermes_schedule");
+        assert_eq!(keys.set("hermes_high").unwrap(), "hermes_high");
+        let mut options = RedisOptions::default();
+        options.hash_tag = Some("jobs".into());
+        let keys = Keys::new(&options).unwrap();
+        for key in [
+            &keys.default_set,
+            &keys.schedule,
+            &keys.in_flight,
+            &keys.quarantine,
+        ] {
+            assert!(key.starts_with("{jobs}"), "{key}");
+        }
+        assert!(keys.set("a b").is_err());
+        options.hash_tag = Some("}x{".into());
+        assert!(Keys::new(&options).is_err());
+    }
+}

@@ -1,0 +1,44 @@
+//! Hermes drivers for Redis, with the keys of PHP Hermes' `RedisSetDriver`: a set per priority,
+//! the sorted set `hermes_schedule` for delayed messages, and `hermes_shutdown` for
+//! [`RedisShutdown`]. One implementation of the queue logic, on the `redis` crate or on `fred`.
+//!
+//! ```no_run
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), hermes_core::Error> {
+//! use std::sync::Arc;
+//! use hermes_core::{Dispatcher, EchoHandler, Emitter, Message, DEFAULT_PRIORITY};
+//! use hermes_redis::{RedisOptions, RedisSetDriver, RedisShutdown};
+//!
+//! let driver = RedisSetDriver::connect_redis("redis://127.0.0.1:6379", RedisOptions::default()).await?;
+//! Emitter::new(driver.clone())
+//!     .emit(&Message::new("send-email"), DEFAULT_PRIORITY)
+//!     .await?;
+//!
+//! let shutdown = RedisShutdown::with_default_key(driver.client());
+//! let mut dispatcher = Dispatcher::new(driver).with_shutdown(shutdown);
+//! dispatcher.register_handler("send-email", Arc::new(EchoHandler::new()));
+//! dispatcher.handle(&[]).await?;
+//! # Ok(()) }
+//! ```
+
+mod client;
+#[cfg(feature = "fred")]
+mod client_fred;
+#[cfg(feature = "redis-rs")]
+mod client_redis;
+mod config;
+mod connect;
+mod driver;
+mod keys;
+mod scripts;
+mod shutdown;
+
+pub use client::{RedisClient, Reply};
+#[cfg(feature = "fred")]
+pub use client_fred::FredClient;
+#[cfg(feature = "redis-rs")]
+pub use client_redis::RedisRsClient;
+pub use config::{DeliveryMode, RedisOptions};
+pub use driver::RedisSetDriver;
+pub use scripts::Script;
+pub use shutdown::RedisShutdown;
