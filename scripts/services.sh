@@ -15,3 +15,52 @@ wait_for() {
   echo "gave up waiting for: $*" >&2
   return 1
 }
+
+# Installs Debian packages when a command is missing.
+need() {
+  local command=$1
+  shift
+  if ! command -v "$command" >/dev/null 2>&1; then
+    echo "installing $* for $command"
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+  fi
+}
+
+# Redis on 127.0.0.1:6379.
+ensure_redis() {
+  need redis-server redis-server
+  need redis-cli redis-tools
+  if redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+    return 0
+  fi
+  echo "starting Redis on 127.0.0.1:6379"
+  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
+    --dir /tmp --logfile /tmp/hermes-redis-6379.log
+  wait_for 20 redis-cli -h 127.0.0.1 -p 6379 ping
+  started+=("redis-cli -h 127.0.0.1 -p 6379 shutdown nosave")
+}
+
+# A three-node Redis Cluster on 127.0.0.1:7001-7003.
+ensure_redis_cluster() {
+  need redis-server redis-server
+  need redis-cli redis-tools
+  if redis-cli -h 127.0.0.1 -p 7001 cluster info 2>/dev/null | grep -q cluster_state:ok; then
+    return 0
+  fi
+  local dir
+  dir=$(mktemp -d /tmp/hermes-redis-cluster.XXXXXX)
+  echo "starting a Redis Cluster on 127.0.0.1:7001-7003 in $dir"
+  for port in 7001 7002 7003; do
+    redis-server --daemonize yes --bind 127.0.0.1 --port "$port" --cluster-enabled yes \
+      --cluster-config-file "$dir/nodes-$port.conf" --dir "$dir" --save "" --appendonly no \
+      --logfile "$dir/$port.log"
+    started+=("redis-cli -h 127.0.0.1 -p $port shutdown nosave")
+  done
+  started+=("rm -rf '$dir'")
+  for port in 7001 7002 7003; do
+    wait_for 20 redis-cli -h 127.0.0.1 -p "$port" ping
+  done
+  redis-cli --cluster create 127.0.0.1:7001 127.0.0.1:7002 127.0.0.1:7003 \
+    --cluster-replicas 0 --cluster-yes >/dev/null
+  wait_for 30 sh -c 'redis-cli -h 127.0.0.1 -p 7001 cluster info | grep -q cluster_state:ok'
+}

@@ -19,7 +19,7 @@ trap cleanup EXIT
 
 # shellcheck source=scripts/services.sh
 source scripts/services.sh
-for service in ${HERMES_SERVICES:-}; do
+for service in ${HERMES_SERVICES:-redis redis_cluster}; do
   "ensure_$service"
 done
 

@@ -32,6 +32,31 @@ impl RedisSetDriver {
         RedisSetDriver::from_redis(manager, options)
     }
 
+    /// Connects to a Redis Cluster through any of its `nodes` (`redis://host:port`) with the
+    /// `redis` crate. Give [`RedisOptions::hash_tag`] so all keys of the queue share a slot.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for bad URLs; a temporary [`Error::Connection`] when the cluster
+    /// cannot be reached.
+    pub async fn connect_redis_cluster(
+        nodes: &[&str],
+        options: RedisOptions,
+    ) -> Result<Self, Error> {
+        let client = redis::cluster::ClusterClientBuilder::new(nodes.to_vec())
+            .response_timeout(COMMAND_TIMEOUT)
+            .connection_timeout(COMMAND_TIMEOUT)
+            .build()
+            .map_err(|e| Error::Config {
+                driver: crate::client_redis::NAME,
+                message: format!("invalid Redis Cluster nodes: {e}"),
+            })?;
+        let connection = client
+            .get_async_connection()
+            .await
+            .map_err(|e| Error::connection(crate::client_redis::NAME, e))?;
+        RedisSetDriver::from_redis(connection, options)
+    }
+
     /// A driver on a connection of the `redis` crate that reconnects by itself:
     /// `redis::aio::ConnectionManager`, or `redis::cluster_async::ClusterConnection`.
     ///
