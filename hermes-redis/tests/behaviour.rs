@@ -1,0 +1,213 @@
+//! The Redis driver against PHP Hermes' wire format and keys, `RedisShutdown`, and a lost
+//! connection under a running worker.
+
+mod common;
+
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use common::{Setup, cmd, redis_url};
+use hermes_core::{
+    DEFAULT_PRIORITY, Dispatcher, Driver, Emitter, JsonSerializer, Message, Serializer, Shutdown,
+    handler_fn,
+};
+use hermes_redis::{RedisSetDriver, RedisShutdown};
+use hermes_testkit::suite::unique_queue_name;
+
+const PHP_JSON: &str = r#"{"message":{"id":"php-1","type":"send-email","created":1637617498.172724,"payload":{"to":"a\/b@x.sk","name":"\u017dlt\u00fd k\u00f4\u0148"},"execute_at":null,"retries":0}}"#;
+
+fn redis_cli(args: &[&str]) -> String {
+    let url = redis_url();
+    let output = Command::new("redis-cli")
+        .args(["-u", &url])
+        .args(args)
+        .output()
+        .expect("redis-cli is installed (the test command installs it)");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap()
+}
+
+async fn cleanup(queue: &str) {
+    for key in [
+        queue.to_owned(),
+        format!("{queue}_schedule"),
+        format!("{queue}_schedule_priorities"),
+        format!("{queue}_in_flight"),
+        format!("{queue}_in_flight_data"),
+        format!("{queue}_high"),
+    ] {
+        cmd::<i64>(&[b"DEL", key.as_bytes()]).await;
+    }
+}
+
+async fn both(test: impl AsyncFn(Setup, String)) {
+    for setup in [Setup::REDIS_RS, Setup::FRED] {
+        let queue = unique_queue_name("behaviour");
+        test(setup, queue.clone()).await;
+        cleanup(&queue).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_written_by_hand_with_redis_cli_are_handled() {
+    both(async |setup, queue| {
+        let driver = setup.connect(setup.options(&queue)).await.unwrap();
+        // As a PHP emitter would: SADD to the set, ZADD a delayed one to the schedule.
+        redis_cli(&["SADD", &queue, PHP_JSON]);
+        let delayed = PHP_JSON.replace("php-1", "php-2").replace(
+            r#""execute_at":null"#,
+            &format!(r#""execute_at":{}"#, hermes_core::time::unix_now() + 1.0),
+        );
+        let due = hermes_core::time::unix_now() + 1.0;
+        redis_cli(&["ZADD", &format!("{queue}_schedule"), &due.to_string(), &delayed]);
+
+        let first = driver.receive(&[], Duration::from_secs(5)).await.unwrap().unwrap();
+        let m = first.message();
+        assert_eq!((m.id(), m.message_type(), m.created()), ("php-1", "send-email", 1637617498.172724));
+        assert_eq!(m.payload().unwrap()["name"], "Žltý kôň");
+        assert_eq!(first.priority(), DEFAULT_PRIORITY);
+        driver.ack(&first).await.unwrap();
+
+        let second = driver.receive(&[], Duration::from_secs(5)).await.unwrap().unwrap();
+        assert_eq!(second.message().id(), "php-2");
+        assert!(hermes_core::time::unix_now() >= due - 0.01, "promoted when due, not before");
+        assert_eq!(second.priority(), DEFAULT_PRIORITY, "an unknown priority lands in the default set");
+        driver.ack(&second).await.unwrap();
+        assert_eq!(redis_cli(&["SCARD", &queue]).trim(), "0");
+        assert_eq!(redis_cli(&["ZCARD", &format!("{queue}_schedule")]).trim(), "0");
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rust_messages_read_back_raw_are_hermes_json() {
+    both(async |setup, queue| {
+        let driver = setup.connect(setup.options(&queue)).await.unwrap();
+        driver.setup_priority_queue(&format!("{queue}_high"), 200).unwrap();
+        let m = Message::builder("send-email")
+            .id("rust-1")
+            .created(1700000000.0)
+            .payload(&serde_json::json!({"to": "a/b@x.sk"}))
+            .build()
+            .unwrap();
+        driver.send(&m, DEFAULT_PRIORITY).await.unwrap();
+        let popped = redis_cli(&["SPOP", &queue]);
+        assert_eq!(
+            popped.trim_end(),
+            r#"{"message":{"id":"rust-1","type":"send-email","created":1700000000,"payload":{"to":"a\/b@x.sk"},"execute_at":null,"retries":0}}"#
+        );
+        assert_eq!(JsonSerializer.deserialize(popped.trim_end().as_bytes()).unwrap(), m);
+
+        // A delayed message at another priority: in the schedule, scored by its due time,
+        // with its priority remembered beside it.
+        let at = hermes_core::time::unix_now() + 60.0;
+        let delayed = Message::builder("t").id("rust-2").execute_at(at).build().unwrap();
+        driver.send(&delayed, 200).await.unwrap();
+        let body = String::from_utf8(JsonSerializer.serialize(&delayed).unwrap()).unwrap();
+        let score: f64 = redis_cli(&["ZSCORE", &format!("{queue}_schedule"), &body]).trim().parse().unwrap();
+        assert!((score - at).abs() < 1e-3, "{score} vs {at}");
+        assert_eq!(
+            redis_cli(&["HGET", &format!("{queue}_schedule_priorities"), &body]).trim(),
+            "200"
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_shutdown_follows_hermes_rules() {
+    both(async |setup, queue| {
+        let driver = setup.connect(setup.options(&queue)).await.unwrap();
+        let key = format!("{queue}_shutdown");
+        let shutdown = RedisShutdown::new(driver.client(), key.clone());
+        let started = SystemTime::now() - Duration::from_secs(10);
+        assert!(!shutdown.should_shutdown(started).await.unwrap(), "no key");
+        let unix = |t: SystemTime| t.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs();
+        redis_cli(&["SET", &key, &unix(started - Duration::from_secs(60)).to_string()]);
+        assert!(!shutdown.should_shutdown(started).await.unwrap(), "before the start");
+        redis_cli(&["SET", &key, &unix(SystemTime::now() + Duration::from_secs(3600)).to_string()]);
+        assert!(!shutdown.should_shutdown(started).await.unwrap(), "scheduled later");
+        shutdown.shutdown(None).await.unwrap();
+        assert_eq!(redis_cli(&["GET", &key]).trim(), unix(SystemTime::now()).to_string());
+        assert!(shutdown.should_shutdown(started).await.unwrap(), "now");
+
+        // A worker started before the signal stops.
+        redis_cli(&["DEL", &key]);
+        let dispatcher = Dispatcher::new(driver.clone()).with_shutdown(shutdown.clone());
+        let stopper = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            shutdown.shutdown(None).await.unwrap();
+        });
+        tokio::time::timeout(Duration::from_secs(10), dispatcher.handle(&[]))
+            .await
+            .expect("the worker stopped")
+            .unwrap();
+        stopper.await.unwrap();
+        redis_cli(&["DEL", &key]);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_connection_does_not_stop_the_worker() {
+    both(async |setup, queue| {
+        let worker = setup.connect(setup.options(&queue)).await.unwrap();
+        let emitter = Emitter::new(setup.connect(setup.options(&queue)).await.unwrap());
+        let handled: Arc<Mutex<Vec<String>>> = Arc::default();
+        let record = handled.clone();
+        let mut dispatcher = Dispatcher::new(worker.clone()).max_items(40);
+        dispatcher.register_handler(
+            "job",
+            Arc::new(handler_fn(move |m: Message| {
+                let record = record.clone();
+                async move {
+                    record.lock().unwrap().push(m.id().to_owned());
+                    Ok(true)
+                }
+            })),
+        );
+        let running = tokio::spawn(async move { dispatcher.handle(&[]).await });
+        let mut sent = Vec::new();
+        for i in 0..40 {
+            if i == 20 {
+                // Kill the worker's connection from outside, as an operator or a failover would.
+                let id = worker.client().command("CLIENT", &[b"ID"]).await.unwrap();
+                let id = id.as_int().unwrap().to_string();
+                let killed: i64 = cmd(&[b"CLIENT", b"KILL", b"ID", id.as_bytes()]).await;
+                assert_eq!(killed, 1);
+            }
+            let m = Message::builder("job").payload(&serde_json::json!({"i": i})).build().unwrap();
+            sent.push(m.id().to_owned());
+            emitter.emit(&m, DEFAULT_PRIORITY).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let started = Instant::now();
+        tokio::time::timeout(Duration::from_secs(30), running)
+            .await
+            .expect("the worker handled all 40 messages")
+            .unwrap()
+            .expect("the worker did not exit with an error");
+        let mut handled = handled.lock().unwrap().clone();
+        handled.sort();
+        sent.sort();
+        assert_eq!(handled, sent, "every message handled once ({:?} after the last send)", started.elapsed());
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_key_names_are_refused() {
+    for bad in ["", "a b", "{x}", ".hidden", "a\nb"] {
+        let mut options = Setup::REDIS_RS.options("ok");
+        options.key = bad.to_owned();
+        let err = RedisSetDriver::connect_redis(&redis_url(), options).await.unwrap_err();
+        assert!(matches!(err, hermes_core::Error::InvalidQueueName { .. }), "{bad:?}: {err}");
+    }
+    let driver = Setup::REDIS_RS.connect(Setup::REDIS_RS.options("ok")).await.unwrap();
+    assert!(driver.setup_priority_queue("x y", 5).is_err());
+    let err = RedisSetDriver::connect_redis("nonsense://", Setup::REDIS_RS.options("ok")).await.unwrap_err();
+    assert!(matches!(err, hermes_core::Error::Config { .. }), "{err}");
+    let err = RedisSetDriver::connect_redis("redis://127.0.0.1:1", Setup::REDIS_RS.options("ok")).await.unwrap_err();
+    assert!(err.is_temporary(), "{err}");
+}
