@@ -1,1 +1,244 @@
-fn main() {}
+//! Redis driver throughput beside raw client loops in the same run, for both client
+//! libraries: emit (raw: an `SADD` loop), handle with a no-op handler at concurrency 1 and 8
+//! (raw: an `SPOP` loop), the median emit-to-handle latency of an idle worker, and the client
+//! CPU time per handled message.
+//!
+//! `cargo bench -p hermes-redis --bench redis` (`HERMES_REDIS_URL`, default
+//! redis://127.0.0.1:6379; `HERMES_BENCH_N` messages per figure, default 20,000).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hermes_core::time::unix_now;
+use hermes_core::{
+    DEFAULT_PRIORITY, Dispatcher, Driver, Emitter, JsonSerializer, Message, Serializer,
+    handler_fn,
+};
+use hermes_redis::{RedisOptions, RedisSetDriver};
+
+fn url() -> String {
+    std::env::var("HERMES_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+}
+
+fn sample() -> Message {
+    Message::builder("send-email")
+        .payload(&serde_json::json!({"to": "someone@example.com", "user_id": 12345}))
+        .build()
+        .unwrap()
+}
+
+/// User + system CPU time of this process (Linux clock ticks of 10 ms).
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    Duration::from_millis((ticks(11) + ticks(12)) * 10)
+}
+
+fn rate(n: usize, took: Duration) -> f64 {
+    n as f64 / took.as_secs_f64()
+}
+
+fn line(what: &str, n: usize, ours: Duration, raw: Duration) {
+    println!(
+        "{what:<44} {:>8.0} msgs/s | raw {:>8.0} msgs/s | ratio {:.2}",
+        rate(n, ours),
+        rate(n, raw),
+        rate(n, ours) / rate(n, raw)
+    );
+}
+
+/// A raw connection of each library, for the baselines.
+enum Raw {
+    RedisRs(redis::aio::MultiplexedConnection),
+    Fred(fred::clients::Client),
+}
+
+impl Raw {
+    async fn open(fred: bool) -> Raw {
+        if fred {
+            use fred::interfaces::ClientLike;
+            let config = fred::types::config::Config::from_url(&url()).unwrap();
+            let client = fred::types::Builder::from_config(config).build().unwrap();
+            client.init().await.unwrap();
+            Raw::Fred(client)
+        } else {
+            let client = redis::Client::open(url()).unwrap();
+            Raw::RedisRs(client.get_multiplexed_async_connection().await.unwrap())
+        }
+    }
+
+    async fn sadd(&mut self, key: &str, body: &[u8]) {
+        match self {
+            Raw::RedisRs(c) => {
+                let _: i64 = redis::cmd("SADD").arg(key).arg(body).query_async(c).await.unwrap();
+            }
+            Raw::Fred(c) => {
+                use fred::interfaces::SetsInterface;
+                let _: i64 = c.sadd(key, body.to_vec()).await.unwrap();
+            }
+        }
+    }
+
+    async fn spop(&mut self, key: &str) -> Option<Vec<u8>> {
+        match self {
+            Raw::RedisRs(c) => redis::cmd("SPOP").arg(key).query_async(c).await.unwrap(),
+            Raw::Fred(c) => {
+                use fred::interfaces::SetsInterface;
+                c.spop(key, None).await.unwrap()
+            }
+        }
+    }
+
+    async fn del(&mut self, keys: &[String]) {
+        for key in keys {
+            match self {
+                Raw::RedisRs(c) => {
+                    let _: i64 = redis::cmd("DEL").arg(key).query_async(c).await.unwrap();
+                }
+                Raw::Fred(c) => {
+                    use fred::interfaces::KeysInterface;
+                    let _: i64 = c.del(key).await.unwrap();
+                }
+            }
+        }
+    }
+}
+
+/// Fills `key` with `n` distinct messages through a redis-rs pipeline.
+async fn fill(key: &str, n: usize) {
+    let client = redis::Client::open(url()).unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+        let mut pipe = redis::pipe();
+        for _ in chunk {
+            pipe.cmd("SADD")
+                .arg(key)
+                .arg(JsonSerializer.serialize(&sample()).unwrap())
+                .ignore();
+        }
+        let _: () = pipe.query_async(&mut connection).await.unwrap();
+    }
+}
+
+async fn driver(fred: bool, key: &str, tweak: impl FnOnce(&mut RedisOptions)) -> RedisSetDriver {
+    let mut options = RedisOptions::default();
+    options.key = key.to_owned();
+    options.schedule_key = format!("{key}_schedule");
+    tweak(&mut options);
+    if fred {
+        RedisSetDriver::connect_fred(&url(), options).await.unwrap()
+    } else {
+        RedisSetDriver::connect_redis(&url(), options).await.unwrap()
+    }
+}
+
+fn keys(key: &str) -> Vec<String> {
+    ["", "_schedule", "_schedule_priorities", "_in_flight", "_quarantine"]
+        .iter()
+        .map(|s| format!("{key}{s}"))
+        .collect()
+}
+
+async fn bench(fred: bool, n: usize) {
+    let library = if fred { "fred" } else { "redis" };
+    let key = format!("bench-{library}-{:08x}", rand::random::<u32>());
+    let mut raw = Raw::open(fred).await;
+    raw.del(&keys(&key)).await;
+    println!("-- {library} ({n} messages per figure)");
+
+    // Emit.
+    let body = JsonSerializer.serialize(&sample()).unwrap();
+    let start = Instant::now();
+    for i in 0..n {
+        let mut b = body.clone();
+        b.extend_from_slice(format!(" {i}").as_bytes());
+        raw.sadd(&key, &b).await;
+    }
+    let raw_emit = start.elapsed();
+    raw.del(&keys(&key)).await;
+    let emitter = Emitter::new(driver(fred, &key, |_| {}).await);
+    let start = Instant::now();
+    for _ in 0..n {
+        emitter.emit(&sample(), DEFAULT_PRIORITY).await.unwrap();
+    }
+    line("emit (raw: SADD loop)", n, start.elapsed(), raw_emit);
+    raw.del(&keys(&key)).await;
+
+    // The raw consumer: one SPOP per message.
+    fill(&key, n).await;
+    let start = Instant::now();
+    let mut popped = 0;
+    while raw.spop(&key).await.is_some() {
+        popped += 1;
+    }
+    let raw_handle = start.elapsed();
+    assert_eq!(popped, n);
+
+    for concurrency in [1, 8] {
+        fill(&key, n).await;
+        let prefetch = std::env::var("PREFETCH").ok().and_then(|p| p.parse().ok());
+        let driver = Arc::new(driver(fred, &key, |o| if let Some(p) = prefetch { o.prefetch = p }).await);
+        let mut dispatcher = Dispatcher::from_arc(driver.clone())
+            .concurrency(concurrency)
+            .max_items(n as u64);
+        dispatcher.register_handler("send-email", Arc::new(handler_fn(|_m: Message| async { Ok(true) })));
+        let (cpu, start) = (cpu_time(), Instant::now());
+        dispatcher.handle(&[]).await.unwrap();
+        let (took, cpu) = (start.elapsed(), cpu_time() - cpu);
+        line(&format!("handle, concurrency {concurrency} (raw: SPOP loop)"), n, took, raw_handle);
+        println!(
+            "{:<44} {:.1} µs of client CPU per handled message",
+            "",
+            cpu.as_secs_f64() * 1e6 / n as f64
+        );
+        raw.del(&keys(&key)).await;
+    }
+
+    // Latency: an idle worker, messages emitted one by one.
+    for refresh in [Duration::from_millis(100), Duration::from_millis(10)] {
+        let worker = Arc::new(driver(fred, &key, |o| o.refresh_interval = refresh).await);
+        let emitter = Emitter::new(driver(fred, &key, |_| {}).await);
+        let samples = 200;
+        let latencies: Arc<Mutex<Vec<f64>>> = Arc::default();
+        let record = latencies.clone();
+        let mut dispatcher = Dispatcher::from_arc(worker).max_items(samples);
+        dispatcher.register_handler(
+            "send-email",
+            Arc::new(handler_fn(move |m: Message| {
+                let record = record.clone();
+                async move {
+                    record.lock().unwrap().push(unix_now() - m.created());
+                    Ok(true)
+                }
+            })),
+        );
+        let running = tokio::spawn(async move { dispatcher.handle(&[]).await });
+        for _ in 0..samples {
+            emitter.emit(&sample(), DEFAULT_PRIORITY).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(7)).await;
+        }
+        running.await.unwrap().unwrap();
+        let mut latencies = latencies.lock().unwrap().clone();
+        latencies.sort_by(f64::total_cmp);
+        println!(
+            "{:<44} median {:.1} ms, p90 {:.1} ms (refresh interval {refresh:?})",
+            "emit-to-handle latency, idle worker",
+            latencies[latencies.len() / 2] * 1e3,
+            latencies[latencies.len() * 9 / 10] * 1e3,
+        );
+        raw.del(&keys(&key)).await;
+    }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let n: usize = std::env::var("HERMES_BENCH_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    bench(false, n).await;
+    bench(true, n).await;
+}

@@ -1,7 +1,6 @@
 //! The Redis driver: Hermes' sets and schedule, plus claims for at-least-once delivery.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -53,25 +52,35 @@ struct Inner {
     buffer: Mutex<VecDeque<Claimed>>,
     /// One claim script at a time per process.
     fetching: tokio::sync::Mutex<()>,
-    token_prefix: String,
-    next_token: AtomicU64,
 }
 
 #[derive(Debug)]
 struct Claimed {
     priority: Priority,
-    token: String,
     body: Vec<u8>,
     at: Instant,
 }
 
-/// The claim of a delivered message.
+/// A delivered message: its priority and the message as stored. In at-least-once mode, its
+/// claim is the member `<priority>|<message>` of the in-flight set.
 #[derive(Debug)]
 struct RedisReceipt {
-    /// The claim token; empty in at-most-once mode.
-    token: String,
-    /// The message as stored, kept in at-most-once mode for `nack`.
+    priority: Priority,
     body: Vec<u8>,
+    claimed: bool,
+}
+
+impl RedisReceipt {
+    fn claim(&self) -> Vec<u8> {
+        claim_of(self.priority, &self.body)
+    }
+}
+
+/// The in-flight member of a claimed message.
+fn claim_of(priority: Priority, body: &[u8]) -> Vec<u8> {
+    let mut claim = format!("{priority}|").into_bytes();
+    claim.extend_from_slice(body);
+    claim
 }
 
 impl RedisSetDriver {
@@ -99,8 +108,6 @@ impl RedisSetDriver {
                 sets: RwLock::new(sets),
                 buffer: Mutex::default(),
                 fetching: tokio::sync::Mutex::new(()),
-                token_prefix: format!("{:016x}:", rand::random::<u64>()),
-                next_token: AtomicU64::new(0),
             }),
         })
     }
@@ -185,7 +192,6 @@ impl RedisSetDriver {
         } else {
             (0.0, 1)
         };
-        let first_token = inner.next_token.fetch_add(max as u64, Ordering::Relaxed);
         let default_index = sets
             .iter()
             .position(|(p, _)| *p == DEFAULT_PRIORITY)
@@ -194,15 +200,12 @@ impl RedisSetDriver {
             &inner.keys.schedule,
             &inner.keys.schedule_priorities,
             &inner.keys.in_flight,
-            &inner.keys.in_flight_data,
         ];
         keys.extend(sets.iter().map(|(_, key)| key.as_str()));
         let mut args: Vec<String> = vec![
             unix_now().to_string(),
             visibility.to_string(),
             max.to_string(),
-            inner.token_prefix.clone(),
-            first_token.to_string(),
             sets.len().to_string(),
         ];
         args.extend(sets.iter().map(|(p, _)| p.to_string()));
@@ -221,18 +224,15 @@ impl RedisSetDriver {
             return Ok(0);
         };
         let now = Instant::now();
-        let mut claimed = Vec::with_capacity(items.len() / 3);
+        let mut claimed = Vec::with_capacity(items.len() / 2);
         let mut items = items.into_iter();
-        while let (Some(priority), Some(token), Some(body)) =
-            (items.next(), items.next(), items.next())
-        {
-            let priority = priority.as_int().unwrap_or(i64::from(DEFAULT_PRIORITY));
+        while let (Some(priority), Some(body)) = (items.next(), items.next()) {
+            let priority = priority
+                .as_int()
+                .and_then(|p| Priority::try_from(p).ok())
+                .unwrap_or(DEFAULT_PRIORITY);
             claimed.push(Claimed {
-                priority: Priority::try_from(priority).unwrap_or(DEFAULT_PRIORITY),
-                token: token
-                    .into_bytes()
-                    .map(|t| String::from_utf8_lossy(&t).into_owned())
-                    .unwrap_or_default(),
+                priority,
                 body: body.into_bytes().unwrap_or_default(),
                 at: now,
             });
@@ -244,36 +244,26 @@ impl RedisSetDriver {
 
     /// Decodes a claimed message, or quarantines it.
     async fn deliver(&self, claimed: Claimed) -> Result<Delivery, Error> {
-        match self.inner.serializer.deserialize(&claimed.body) {
-            Ok(message) => {
-                let body = if self.at_least_once() {
-                    Vec::new()
-                } else {
-                    claimed.body
-                };
-                let receipt = RedisReceipt {
-                    token: claimed.token,
-                    body,
-                };
-                Ok(Delivery::new(
-                    message,
-                    claimed.priority,
-                    Receipt::new(receipt),
-                ))
-            }
+        let receipt = RedisReceipt {
+            priority: claimed.priority,
+            body: claimed.body,
+            claimed: self.at_least_once(),
+        };
+        match self.inner.serializer.deserialize(&receipt.body) {
+            Ok(message) => Ok(Delivery::new(
+                message,
+                receipt.priority,
+                Receipt::new(receipt),
+            )),
             Err(source) => {
                 let keys = [
                     self.inner.keys.quarantine.as_str(),
                     &self.inner.keys.in_flight,
-                    &self.inner.keys.in_flight_data,
                 ];
+                let claim = if receipt.claimed { receipt.claim() } else { Vec::new() };
                 self.inner
                     .client
-                    .eval(
-                        Script::Quarantine,
-                        &keys,
-                        &[&claimed.body, claimed.token.as_bytes()],
-                    )
+                    .eval(Script::Quarantine, &keys, &[&receipt.body, &claim])
                     .await?;
                 Err(Error::Undecodable {
                     quarantine: format!("the Redis list {}", self.inner.keys.quarantine),
@@ -285,16 +275,8 @@ impl RedisSetDriver {
 
     /// Returns a message claimed ahead but not handed out to its set.
     async fn return_claimed(&self, claimed: Claimed) -> Result<(), Error> {
-        if claimed.token.is_empty() {
-            let set = self.set_of(claimed.priority);
-            self.inner
-                .client
-                .command("SADD", &[set.as_bytes(), &claimed.body])
-                .await?;
-        } else {
-            self.give_back(&claimed.token, claimed.priority).await?;
-        }
-        Ok(())
+        self.give_back(claimed.priority, &claimed.body, self.at_least_once())
+            .await
     }
 
     /// The set of `priority`, or the default set when it has none any more.
@@ -305,19 +287,22 @@ impl RedisSetDriver {
             .unwrap_or_else(|| self.inner.keys.default_set.clone())
     }
 
-    async fn give_back(&self, token: &str, priority: Priority) -> Result<bool, Error> {
+    /// Puts a message back in its set; a claimed one only while its claim lasts.
+    async fn give_back(&self, priority: Priority, body: &[u8], claimed: bool) -> Result<(), Error> {
         let set = self.set_of(priority);
-        let keys = [
-            self.inner.keys.in_flight.as_str(),
-            &self.inner.keys.in_flight_data,
-            &set,
-        ];
-        let reply = self
-            .inner
-            .client
-            .eval(Script::Nack, &keys, &[token.as_bytes()])
-            .await?;
-        Ok(reply.as_int() == Some(1))
+        if claimed {
+            let keys = [self.inner.keys.in_flight.as_str(), &set];
+            self.inner
+                .client
+                .eval(Script::Nack, &keys, &[&claim_of(priority, body)])
+                .await?;
+        } else {
+            self.inner
+                .client
+                .command("SADD", &[set.as_bytes(), body])
+                .await?;
+        }
+        Ok(())
     }
 }
 
@@ -412,57 +397,35 @@ impl Driver for RedisSetDriver {
 
     async fn ack(&self, delivery: &Delivery) -> Result<(), Error> {
         let receipt = delivery.receipt().expect::<RedisReceipt>(self.name())?;
-        if receipt.token.is_empty() {
-            return Ok(());
+        if receipt.claimed {
+            self.inner
+                .client
+                .command("ZREM", &[self.inner.keys.in_flight.as_bytes(), &receipt.claim()])
+                .await?;
         }
-        let keys = [
-            self.inner.keys.in_flight.as_str(),
-            &self.inner.keys.in_flight_data,
-        ];
-        self.inner
-            .client
-            .eval(Script::Ack, &keys, &[receipt.token.as_bytes()])
-            .await?;
         Ok(())
     }
 
     async fn nack(&self, delivery: &Delivery) -> Result<(), Error> {
         let receipt = delivery.receipt().expect::<RedisReceipt>(self.name())?;
-        if receipt.token.is_empty() {
-            let key = self.set_of(delivery.priority());
-            self.inner
-                .client
-                .command("SADD", &[key.as_bytes(), &receipt.body])
-                .await?;
-            return Ok(());
-        }
-        self.give_back(&receipt.token, delivery.priority()).await?;
-        Ok(())
+        self.give_back(receipt.priority, &receipt.body, receipt.claimed)
+            .await
     }
 
     async fn extend(&self, delivery: &Delivery, by: Duration) -> Result<(), Error> {
         let receipt = delivery.receipt().expect::<RedisReceipt>(self.name())?;
-        if receipt.token.is_empty() {
+        if !receipt.claimed {
             return Ok(());
         }
         let by = by.as_secs_f64().to_string();
-        let visibility = self
-            .inner
-            .options
-            .visibility_timeout
-            .as_secs_f64()
-            .to_string();
+        let visibility = self.inner.options.visibility_timeout.as_secs_f64().to_string();
         let reply = self
             .inner
             .client
             .eval(
                 Script::Extend,
                 &[&self.inner.keys.in_flight],
-                &[
-                    receipt.token.as_bytes(),
-                    by.as_bytes(),
-                    visibility.as_bytes(),
-                ],
+                &[&receipt.claim(), by.as_bytes(), visibility.as_bytes()],
             )
             .await?;
         if reply.as_int() == Some(1) {

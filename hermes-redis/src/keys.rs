@@ -14,10 +14,8 @@ pub(crate) struct Keys {
     pub(crate) schedule: String,
     /// The priorities of delayed messages sent to another priority than the default.
     pub(crate) schedule_priorities: String,
-    /// Claimed messages: claim token → claim time.
+    /// Claimed messages: `<priority>|<message>` → claim time.
     pub(crate) in_flight: String,
-    /// Claimed messages: claim token → `<priority>|<message>`.
-    pub(crate) in_flight_data: String,
     /// Undecodable messages.
     pub(crate) quarantine: String,
 }
@@ -39,7 +37,6 @@ impl Keys {
             schedule: key(&options.schedule_key),
             schedule_priorities: key(&format!("{}_priorities", options.schedule_key)),
             in_flight: key(&format!("{}_in_flight", options.key)),
-            in_flight_data: key(&format!("{}_in_flight_data", options.key)),
             quarantine: key(&format!("{}_quarantine", options.key)),
             prefix,
         })

@@ -7,8 +7,6 @@ pub enum Script {
     Claim,
     /// Schedule a delayed message, remembering its priority.
     Schedule,
-    /// Remove claims for good.
-    Ack,
     /// Give a claim back to its set.
     Nack,
     /// Move a claim's time forward.
@@ -19,10 +17,9 @@ pub enum Script {
 
 impl Script {
     /// Every script.
-    pub const ALL: [Script; 6] = [
+    pub const ALL: [Script; 5] = [
         Script::Claim,
         Script::Schedule,
-        Script::Ack,
         Script::Nack,
         Script::Extend,
         Script::Quarantine,
@@ -33,7 +30,6 @@ impl Script {
         match self {
             Script::Claim => CLAIM,
             Script::Schedule => SCHEDULE,
-            Script::Ack => ACK,
             Script::Nack => NACK,
             Script::Extend => EXTEND,
             Script::Quarantine => QUARANTINE,
@@ -41,22 +37,22 @@ impl Script {
     }
 }
 
-/// KEYS: 1 schedule, 2 schedule priorities, 3 in-flight, 4 in-flight data, 5.. the priority sets,
-/// highest priority first.
+/// KEYS: 1 schedule, 2 schedule priorities, 3 in-flight, 4.. the priority sets, highest
+/// priority first.
 /// ARGV: 1 now (the emitters' clock, as Hermes compares due times), 2 visibility timeout in
-/// seconds (0: at most once, no claims), 3 most messages to take, 4 claim token prefix, 5 first
-/// token number, 6 n (number of sets), 6+i priority of set i, 6+n+i '1' when set i may be taken
-/// from, 7+2n the index of the default set.
-/// Returns priority, token, message for each message taken.
+/// seconds (0: at most once, no claims), 3 most messages to take, 4 n (number of sets), 4+i
+/// priority of set i, 4+n+i '1' when set i may be taken from, 5+2n the index of the default set.
+/// A claim is the member `<priority>|<message>` of the in-flight set, scored by the claim time
+/// (the server's clock). Returns the priority and the message of each message taken.
 const CLAIM: &str = r"
 local now = tonumber(ARGV[1])
 local visibility = tonumber(ARGV[2])
 local max = tonumber(ARGV[3])
-local n = tonumber(ARGV[6])
-local default_set = KEYS[4 + tonumber(ARGV[7 + 2 * n])]
+local n = tonumber(ARGV[4])
+local default_set = KEYS[3 + tonumber(ARGV[5 + 2 * n])]
 local function set_of(priority)
   for i = 1, n do
-    if ARGV[6 + i] == priority then return KEYS[4 + i] end
+    if ARGV[4 + i] == priority then return KEYS[3 + i] end
   end
   return default_set
 end
@@ -72,33 +68,23 @@ local clock = redis.call('TIME')
 local server_now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
 if visibility > 0 then
   local expired = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', server_now - visibility, 'LIMIT', 0, 100)
-  for _, token in ipairs(expired) do
-    local data = redis.call('HGET', KEYS[4], token)
-    redis.call('ZREM', KEYS[3], token)
-    redis.call('HDEL', KEYS[4], token)
-    if data then
-      local bar = string.find(data, '|', 1, true)
-      redis.call('SADD', set_of(string.sub(data, 1, bar - 1)), string.sub(data, bar + 1))
-    end
+  for _, claim in ipairs(expired) do
+    redis.call('ZREM', KEYS[3], claim)
+    local bar = string.find(claim, '|', 1, true)
+    redis.call('SADD', set_of(string.sub(claim, 1, bar - 1)), string.sub(claim, bar + 1))
   end
 end
 local out = {}
 local taken = 0
-local token_number = tonumber(ARGV[5])
 for i = 1, n do
   if taken >= max then break end
-  if ARGV[6 + n + i] == '1' then
-    local members = redis.call('SPOP', KEYS[4 + i], max - taken)
+  if ARGV[4 + n + i] == '1' then
+    local members = redis.call('SPOP', KEYS[3 + i], max - taken)
     for _, member in ipairs(members) do
-      local token = ''
       if visibility > 0 then
-        token = ARGV[4] .. token_number
-        token_number = token_number + 1
-        redis.call('ZADD', KEYS[3], server_now, token)
-        redis.call('HSET', KEYS[4], token, ARGV[6 + i] .. '|' .. member)
+        redis.call('ZADD', KEYS[3], server_now, ARGV[4 + i] .. '|' .. member)
       end
-      out[#out + 1] = ARGV[6 + i]
-      out[#out + 1] = token
+      out[#out + 1] = ARGV[4 + i]
       out[#out + 1] = member
       taken = taken + 1
     end
@@ -115,28 +101,16 @@ if ARGV[3] ~= '' then redis.call('HSET', KEYS[2], ARGV[2], ARGV[3]) end
 return 1
 ";
 
-/// KEYS: 1 in-flight, 2 in-flight data. ARGV: the tokens.
-const ACK: &str = r"
-for _, token in ipairs(ARGV) do
-  redis.call('ZREM', KEYS[1], token)
-  redis.call('HDEL', KEYS[2], token)
-end
-return 1
-";
-
-/// KEYS: 1 in-flight, 2 in-flight data, 3 the set to return to. ARGV: 1 token.
+/// KEYS: 1 in-flight, 2 the set to return to. ARGV: 1 the claim.
 /// Returns 0 when the claim is gone (expired and returned already).
 const NACK: &str = r"
-local data = redis.call('HGET', KEYS[2], ARGV[1])
-if not data then return 0 end
-redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('HDEL', KEYS[2], ARGV[1])
-local bar = string.find(data, '|', 1, true)
-redis.call('SADD', KEYS[3], string.sub(data, bar + 1))
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
+local bar = string.find(ARGV[1], '|', 1, true)
+redis.call('SADD', KEYS[2], string.sub(ARGV[1], bar + 1))
 return 1
 ";
 
-/// KEYS: 1 in-flight. ARGV: 1 token, 2 seconds from now, 3 visibility timeout.
+/// KEYS: 1 in-flight. ARGV: 1 the claim, 2 seconds from now, 3 visibility timeout.
 /// Returns 0 when the claim is gone.
 const EXTEND: &str = r"
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
@@ -146,12 +120,9 @@ redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]) - tonumber(ARGV[3]), ARGV[1]
 return 1
 ";
 
-/// KEYS: 1 quarantine, 2 in-flight, 3 in-flight data. ARGV: 1 message, 2 token ('' when none).
+/// KEYS: 1 quarantine, 2 in-flight. ARGV: 1 message, 2 the claim ('' when none).
 const QUARANTINE: &str = r"
 redis.call('RPUSH', KEYS[1], ARGV[1])
-if ARGV[2] ~= '' then
-  redis.call('ZREM', KEYS[2], ARGV[2])
-  redis.call('HDEL', KEYS[3], ARGV[2])
-end
+if ARGV[2] ~= '' then redis.call('ZREM', KEYS[2], ARGV[2]) end
 return 1
 ";

@@ -34,7 +34,6 @@ async fn cleanup(queue: &str) {
         format!("{queue}_schedule"),
         format!("{queue}_schedule_priorities"),
         format!("{queue}_in_flight"),
-        format!("{queue}_in_flight_data"),
         format!("{queue}_high"),
     ] {
         cmd::<i64>(&[b"DEL", key.as_bytes()]).await;

@@ -194,7 +194,6 @@ impl Harness for RedisHarness {
             "_schedule",
             "_schedule_priorities",
             "_in_flight",
-            "_in_flight_data",
             "_quarantine",
             "-high",
             "-low",
