@@ -31,9 +31,10 @@ passed=$(awk '/^test result:/ { for (i = 1; i < NF; i++) if ($(i + 1) ~ /^passed
   END { print s + 0 }' "$results")
 
 if [ "$*" = "--workspace" ]; then
-  # The README's run command, end to end.
+  # The README's run command, and the Redis example with both clients, end to end.
   ./examples/filesystem/e2e.sh
-  passed=$((passed + 1))
+  ./examples/redis/e2e.sh
+  passed=$((passed + 3))
 fi
 echo
 echo "total: $passed passed, 0 failed"

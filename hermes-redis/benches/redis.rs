@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 
 use hermes_core::time::unix_now;
 use hermes_core::{
-    DEFAULT_PRIORITY, Dispatcher, Driver, Emitter, JsonSerializer, Message, Serializer,
-    handler_fn,
+    DEFAULT_PRIORITY, Dispatcher, Emitter, JsonSerializer, Message, Serializer, handler_fn,
 };
 use hermes_redis::{RedisOptions, RedisSetDriver};
 
@@ -33,7 +32,12 @@ fn cpu_time() -> Duration {
     let fields: Vec<&str> = stat
         .rsplit_once(')')
         .map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     Duration::from_millis((ticks(11) + ticks(12)) * 10)
 }
 
@@ -73,7 +77,12 @@ impl Raw {
     async fn sadd(&mut self, key: &str, body: &[u8]) {
         match self {
             Raw::RedisRs(c) => {
-                let _: i64 = redis::cmd("SADD").arg(key).arg(body).query_async(c).await.unwrap();
+                let _: i64 = redis::cmd("SADD")
+                    .arg(key)
+                    .arg(body)
+                    .query_async(c)
+                    .await
+                    .unwrap();
             }
             Raw::Fred(c) => {
                 use fred::interfaces::SetsInterface;
@@ -131,15 +140,23 @@ async fn driver(fred: bool, key: &str, tweak: impl FnOnce(&mut RedisOptions)) ->
     if fred {
         RedisSetDriver::connect_fred(&url(), options).await.unwrap()
     } else {
-        RedisSetDriver::connect_redis(&url(), options).await.unwrap()
+        RedisSetDriver::connect_redis(&url(), options)
+            .await
+            .unwrap()
     }
 }
 
 fn keys(key: &str) -> Vec<String> {
-    ["", "_schedule", "_schedule_priorities", "_in_flight", "_quarantine"]
-        .iter()
-        .map(|s| format!("{key}{s}"))
-        .collect()
+    [
+        "",
+        "_schedule",
+        "_schedule_priorities",
+        "_in_flight",
+        "_quarantine",
+    ]
+    .iter()
+    .map(|s| format!("{key}{s}"))
+    .collect()
 }
 
 async fn bench(fred: bool, n: usize) {
@@ -180,15 +197,30 @@ async fn bench(fred: bool, n: usize) {
     for concurrency in [1, 8] {
         fill(&key, n).await;
         let prefetch = std::env::var("PREFETCH").ok().and_then(|p| p.parse().ok());
-        let driver = Arc::new(driver(fred, &key, |o| if let Some(p) = prefetch { o.prefetch = p }).await);
+        let driver = Arc::new(
+            driver(fred, &key, |o| {
+                if let Some(p) = prefetch {
+                    o.prefetch = p
+                }
+            })
+            .await,
+        );
         let mut dispatcher = Dispatcher::from_arc(driver.clone())
             .concurrency(concurrency)
             .max_items(n as u64);
-        dispatcher.register_handler("send-email", Arc::new(handler_fn(|_m: Message| async { Ok(true) })));
+        dispatcher.register_handler(
+            "send-email",
+            Arc::new(handler_fn(|_m: Message| async { Ok(true) })),
+        );
         let (cpu, start) = (cpu_time(), Instant::now());
         dispatcher.handle(&[]).await.unwrap();
         let (took, cpu) = (start.elapsed(), cpu_time() - cpu);
-        line(&format!("handle, concurrency {concurrency} (raw: SPOP loop)"), n, took, raw_handle);
+        line(
+            &format!("handle, concurrency {concurrency} (raw: SPOP loop)"),
+            n,
+            took,
+            raw_handle,
+        );
         println!(
             "{:<44} {:.1} µs of client CPU per handled message",
             "",

@@ -260,7 +260,11 @@ impl RedisSetDriver {
                     self.inner.keys.quarantine.as_str(),
                     &self.inner.keys.in_flight,
                 ];
-                let claim = if receipt.claimed { receipt.claim() } else { Vec::new() };
+                let claim = if receipt.claimed {
+                    receipt.claim()
+                } else {
+                    Vec::new()
+                };
                 self.inner
                     .client
                     .eval(Script::Quarantine, &keys, &[&receipt.body, &claim])
@@ -400,7 +404,10 @@ impl Driver for RedisSetDriver {
         if receipt.claimed {
             self.inner
                 .client
-                .command("ZREM", &[self.inner.keys.in_flight.as_bytes(), &receipt.claim()])
+                .command(
+                    "ZREM",
+                    &[self.inner.keys.in_flight.as_bytes(), &receipt.claim()],
+                )
                 .await?;
         }
         Ok(())
@@ -418,7 +425,12 @@ impl Driver for RedisSetDriver {
             return Ok(());
         }
         let by = by.as_secs_f64().to_string();
-        let visibility = self.inner.options.visibility_timeout.as_secs_f64().to_string();
+        let visibility = self
+            .inner
+            .options
+            .visibility_timeout
+            .as_secs_f64()
+            .to_string();
         let reply = self
             .inner
             .client

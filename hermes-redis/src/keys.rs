@@ -59,8 +59,10 @@ mod tests {
         assert_eq!(keys.default_set, "hermes");
         assert_eq!(keys.schedule, "hermes_schedule");
         assert_eq!(keys.set("hermes_high").unwrap(), "hermes_high");
-        let mut options = RedisOptions::default();
-        options.hash_tag = Some("jobs".into());
+        let mut options = RedisOptions {
+            hash_tag: Some("jobs".into()),
+            ..RedisOptions::default()
+        };
         let keys = Keys::new(&options).unwrap();
         for key in [
             &keys.default_set,

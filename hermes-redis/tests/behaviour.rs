@@ -24,7 +24,11 @@ fn redis_cli(args: &[&str]) -> String {
         .args(args)
         .output()
         .expect("redis-cli is installed (the test command installs it)");
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     String::from_utf8(output.stdout).unwrap()
 }
 
@@ -59,22 +63,48 @@ async fn messages_written_by_hand_with_redis_cli_are_handled() {
             &format!(r#""execute_at":{}"#, hermes_core::time::unix_now() + 1.0),
         );
         let due = hermes_core::time::unix_now() + 1.0;
-        redis_cli(&["ZADD", &format!("{queue}_schedule"), &due.to_string(), &delayed]);
+        redis_cli(&[
+            "ZADD",
+            &format!("{queue}_schedule"),
+            &due.to_string(),
+            &delayed,
+        ]);
 
-        let first = driver.receive(&[], Duration::from_secs(5)).await.unwrap().unwrap();
+        let first = driver
+            .receive(&[], Duration::from_secs(5))
+            .await
+            .unwrap()
+            .unwrap();
         let m = first.message();
-        assert_eq!((m.id(), m.message_type(), m.created()), ("php-1", "send-email", 1637617498.172724));
+        assert_eq!(
+            (m.id(), m.message_type(), m.created()),
+            ("php-1", "send-email", 1637617498.172724)
+        );
         assert_eq!(m.payload().unwrap()["name"], "Žltý kôň");
         assert_eq!(first.priority(), DEFAULT_PRIORITY);
         driver.ack(&first).await.unwrap();
 
-        let second = driver.receive(&[], Duration::from_secs(5)).await.unwrap().unwrap();
+        let second = driver
+            .receive(&[], Duration::from_secs(5))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(second.message().id(), "php-2");
-        assert!(hermes_core::time::unix_now() >= due - 0.01, "promoted when due, not before");
-        assert_eq!(second.priority(), DEFAULT_PRIORITY, "an unknown priority lands in the default set");
+        assert!(
+            hermes_core::time::unix_now() >= due - 0.01,
+            "promoted when due, not before"
+        );
+        assert_eq!(
+            second.priority(),
+            DEFAULT_PRIORITY,
+            "an unknown priority lands in the default set"
+        );
         driver.ack(&second).await.unwrap();
         assert_eq!(redis_cli(&["SCARD", &queue]).trim(), "0");
-        assert_eq!(redis_cli(&["ZCARD", &format!("{queue}_schedule")]).trim(), "0");
+        assert_eq!(
+            redis_cli(&["ZCARD", &format!("{queue}_schedule")]).trim(),
+            "0"
+        );
     })
     .await;
 }
@@ -123,12 +153,29 @@ async fn redis_shutdown_follows_hermes_rules() {
         let started = SystemTime::now() - Duration::from_secs(10);
         assert!(!shutdown.should_shutdown(started).await.unwrap(), "no key");
         let unix = |t: SystemTime| t.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs();
-        redis_cli(&["SET", &key, &unix(started - Duration::from_secs(60)).to_string()]);
-        assert!(!shutdown.should_shutdown(started).await.unwrap(), "before the start");
-        redis_cli(&["SET", &key, &unix(SystemTime::now() + Duration::from_secs(3600)).to_string()]);
-        assert!(!shutdown.should_shutdown(started).await.unwrap(), "scheduled later");
+        redis_cli(&[
+            "SET",
+            &key,
+            &unix(started - Duration::from_secs(60)).to_string(),
+        ]);
+        assert!(
+            !shutdown.should_shutdown(started).await.unwrap(),
+            "before the start"
+        );
+        redis_cli(&[
+            "SET",
+            &key,
+            &unix(SystemTime::now() + Duration::from_secs(3600)).to_string(),
+        ]);
+        assert!(
+            !shutdown.should_shutdown(started).await.unwrap(),
+            "scheduled later"
+        );
         shutdown.shutdown(None).await.unwrap();
-        assert_eq!(redis_cli(&["GET", &key]).trim(), unix(SystemTime::now()).to_string());
+        assert_eq!(
+            redis_cli(&["GET", &key]).trim(),
+            unix(SystemTime::now()).to_string()
+        );
         assert!(shutdown.should_shutdown(started).await.unwrap(), "now");
 
         // A worker started before the signal stops.
@@ -176,7 +223,10 @@ async fn a_killed_connection_does_not_stop_the_worker() {
                 let killed: i64 = cmd(&[b"CLIENT", b"KILL", b"ID", id.as_bytes()]).await;
                 assert_eq!(killed, 1);
             }
-            let m = Message::builder("job").payload(&serde_json::json!({"i": i})).build().unwrap();
+            let m = Message::builder("job")
+                .payload(&serde_json::json!({"i": i}))
+                .build()
+                .unwrap();
             sent.push(m.id().to_owned());
             emitter.emit(&m, DEFAULT_PRIORITY).await.unwrap();
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -190,7 +240,12 @@ async fn a_killed_connection_does_not_stop_the_worker() {
         let mut handled = handled.lock().unwrap().clone();
         handled.sort();
         sent.sort();
-        assert_eq!(handled, sent, "every message handled once ({:?} after the last send)", started.elapsed());
+        assert_eq!(
+            handled,
+            sent,
+            "every message handled once ({:?} after the last send)",
+            started.elapsed()
+        );
     })
     .await;
 }
@@ -200,13 +255,25 @@ async fn invalid_key_names_are_refused() {
     for bad in ["", "a b", "{x}", ".hidden", "a\nb"] {
         let mut options = Setup::REDIS_RS.options("ok");
         options.key = bad.to_owned();
-        let err = RedisSetDriver::connect_redis(&redis_url(), options).await.unwrap_err();
-        assert!(matches!(err, hermes_core::Error::InvalidQueueName { .. }), "{bad:?}: {err}");
+        let err = RedisSetDriver::connect_redis(&redis_url(), options)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, hermes_core::Error::InvalidQueueName { .. }),
+            "{bad:?}: {err}"
+        );
     }
-    let driver = Setup::REDIS_RS.connect(Setup::REDIS_RS.options("ok")).await.unwrap();
+    let driver = Setup::REDIS_RS
+        .connect(Setup::REDIS_RS.options("ok"))
+        .await
+        .unwrap();
     assert!(driver.setup_priority_queue("x y", 5).is_err());
-    let err = RedisSetDriver::connect_redis("nonsense://", Setup::REDIS_RS.options("ok")).await.unwrap_err();
+    let err = RedisSetDriver::connect_redis("nonsense://", Setup::REDIS_RS.options("ok"))
+        .await
+        .unwrap_err();
     assert!(matches!(err, hermes_core::Error::Config { .. }), "{err}");
-    let err = RedisSetDriver::connect_redis("redis://127.0.0.1:1", Setup::REDIS_RS.options("ok")).await.unwrap_err();
+    let err = RedisSetDriver::connect_redis("redis://127.0.0.1:1", Setup::REDIS_RS.options("ok"))
+        .await
+        .unwrap_err();
     assert!(err.is_temporary(), "{err}");
 }

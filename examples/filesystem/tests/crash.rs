@@ -7,6 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hermes_core::{DEFAULT_PRIORITY, Driver, Message, SharedFileShutdown, Shutdown};
+use hermes_example_common::testing::{crash_test_reports, exits_cleanly, exported, wait_until};
 use hermes_example_filesystem::{EXPORT, driver, shutdown_file};
 
 const VISIBILITY_SECONDS: u64 = 2;
@@ -21,22 +22,6 @@ fn worker(dir: &Path) -> Child {
         .expect("starting the worker")
 }
 
-fn exported(dir: &Path) -> Vec<String> {
-    std::fs::read_to_string(dir.join("exports.log"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| l.split_whitespace().nth(1).unwrap_or_default().to_owned())
-        .collect()
-}
-
-fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let give_up = Instant::now() + timeout;
-    while !done() {
-        assert!(Instant::now() < give_up, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_killed_mid_handler_loses_nothing() {
     let dir = std::env::temp_dir().join(format!("hermes-crash-{}", std::process::id()));
@@ -44,19 +29,13 @@ async fn a_worker_killed_mid_handler_loses_nothing() {
     std::fs::create_dir_all(&dir).unwrap();
 
     let emitter = driver(&dir).unwrap();
-    let mut reports = Vec::new();
-    for i in 0..21 {
-        let (report, seconds) = if i == 10 {
-            ("slow".to_owned(), 3)
-        } else {
-            (format!("r{i:02}"), 0)
-        };
+    let reports = crash_test_reports();
+    for (report, seconds) in &reports {
         let m = Message::builder(EXPORT)
             .payload(&serde_json::json!({ "report": report, "seconds": seconds }))
             .build()
             .unwrap();
         emitter.send(&m, DEFAULT_PRIORITY).await.unwrap();
-        reports.push(report);
     }
 
     // The first worker runs ten exports, then takes the slow one and is killed in its handler.
@@ -73,9 +52,10 @@ async fn a_worker_killed_mid_handler_loses_nothing() {
     first.kill().unwrap(); // SIGKILL
     first.wait().unwrap();
     let killed_at = Instant::now();
+    let names: Vec<String> = reports.iter().map(|(r, _)| r.clone()).collect();
     assert_eq!(
         exported(&dir),
-        reports[..10],
+        names[..10],
         "the slow export never finished"
     );
 
@@ -84,18 +64,14 @@ async fn a_worker_killed_mid_handler_loses_nothing() {
     wait_until("every export", Duration::from_secs(60), || {
         exported(&dir).len() >= 21
     });
-    let slow_done = killed_at.elapsed();
-    assert!(
-        slow_done >= Duration::from_secs(VISIBILITY_SECONDS),
-        "the slow export ran again after {slow_done:?}, before the visibility timeout"
-    );
+    assert!(killed_at.elapsed() >= Duration::from_secs(VISIBILITY_SECONDS));
     std::thread::sleep(Duration::from_millis(500));
 
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for report in exported(&dir) {
         *counts.entry(report).or_default() += 1;
     }
-    let expected: BTreeMap<String, usize> = reports.iter().map(|r| (r.clone(), 1)).collect();
+    let expected: BTreeMap<String, usize> = names.iter().map(|r| (r.clone(), 1)).collect();
     assert_eq!(counts, expected, "every export exactly once");
     assert_eq!(std::fs::read_dir(&processing).unwrap().count(), 0);
     assert_eq!(
@@ -107,14 +83,6 @@ async fn a_worker_killed_mid_handler_loses_nothing() {
         .shutdown(None)
         .await
         .unwrap();
-    let give_up = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(status) = second.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < give_up, "the second worker did not stop");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert!(status.success());
+    assert!(exits_cleanly(&mut second, Duration::from_secs(10)));
     let _ = std::fs::remove_dir_all(&dir);
 }

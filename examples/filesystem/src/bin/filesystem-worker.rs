@@ -4,20 +4,13 @@
 use std::sync::Arc;
 
 use hermes_core::{Dispatcher, SharedFileShutdown, SignalShutdown};
-use hermes_example_filesystem::{
-    EXPORT, ExportHandler, directory, driver, init_logging, shutdown_file,
-};
+use hermes_example_common::{exit_status, init_logging};
+use hermes_example_filesystem::{EXPORT, ExportHandler, directory, driver, shutdown_file};
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     init_logging();
-    match run().await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("worker failed: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    exit_status(run().await)
 }
 
 async fn run() -> Result<(), hermes_core::Error> {
@@ -26,9 +19,6 @@ async fn run() -> Result<(), hermes_core::Error> {
         // `filesystem-shutdown` touches this file; workers started before that stop.
         .with_shutdown(SharedFileShutdown::new(shutdown_file(&dir)))
         .with_shutdown(SignalShutdown::install()?);
-    dispatcher.register_handler(
-        EXPORT,
-        Arc::new(ExportHandler::new(dir.join("exports.log"))),
-    );
+    dispatcher.register_handler(EXPORT, Arc::new(ExportHandler::in_directory()));
     dispatcher.handle(&[]).await
 }

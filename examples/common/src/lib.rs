@@ -1,0 +1,189 @@
+//! What the report-export examples share, whatever the driver: the export message, its
+//! handler, the priorities and the logging set-up.
+//!
+//! Every example has the same three programs (`<driver>-emit <report> [delay seconds] [high]`,
+//! `<driver>-worker`, `<driver>-shutdown`) and writes its export log to
+//! `$HERMES_DIR/exports.log`, so one end-to-end script (`examples/e2e.sh`) checks them all.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use hermes_core::{
+    DEFAULT_PRIORITY, Handler, HandlerError, Message, Priority, RetryPolicy, async_trait,
+};
+
+/// The priority of urgent exports.
+pub const PRIORITY_HIGH: Priority = DEFAULT_PRIORITY + 10;
+
+/// The message type of an export.
+pub const EXPORT: &str = "report.export";
+
+/// The example's working directory: `HERMES_DIR`, default `var/hermes`.
+pub fn directory() -> PathBuf {
+    std::env::var_os("HERMES_DIR").map_or_else(|| PathBuf::from("var/hermes"), PathBuf::from)
+}
+
+/// An export message for `report`, due after `delay`.
+///
+/// # Errors
+/// Never for a plain name; kept fallible like every message builder.
+pub fn export(report: &str, delay: Duration) -> Result<Message, hermes_core::Error> {
+    let mut builder = Message::builder(EXPORT).payload(&serde_json::json!({ "report": report }));
+    if !delay.is_zero() {
+        builder = builder.delay(delay);
+    }
+    builder.build()
+}
+
+/// The arguments of an emit program: `<report> [delay seconds] [high]`.
+///
+/// # Errors
+/// A message for the user when an argument is not understood.
+pub fn emit_arguments(
+    mut args: impl Iterator<Item = String>,
+) -> Result<(String, Duration, Priority), String> {
+    let report = args.next().unwrap_or_else(|| "sales".to_owned());
+    let delay: f64 = match args.next() {
+        Some(delay) => delay
+            .parse()
+            .map_err(|_| format!("the delay must be a number of seconds, not {delay:?}"))?,
+        None => 0.0,
+    };
+    let priority = match args.next().as_deref() {
+        Some("high") => PRIORITY_HIGH,
+        Some(other) => {
+            return Err(format!(
+                "the third argument is `high` or nothing, not {other:?}"
+            ));
+        }
+        None => DEFAULT_PRIORITY,
+    };
+    Ok((report, Duration::from_secs_f64(delay.max(0.0)), priority))
+}
+
+/// Runs an export: waits `seconds` from the payload (a slow report), then appends
+/// `<unix time> <report> exported` to the export log.
+#[derive(Debug, Clone)]
+pub struct ExportHandler {
+    log: PathBuf,
+}
+
+impl ExportHandler {
+    /// A handler writing to the log file `log`.
+    pub fn new(log: impl Into<PathBuf>) -> Self {
+        ExportHandler { log: log.into() }
+    }
+
+    /// A handler writing to `exports.log` in the example's directory.
+    pub fn in_directory() -> Self {
+        ExportHandler::new(directory().join("exports.log"))
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct Export {
+    report: String,
+    #[serde(default)]
+    seconds: f64,
+}
+
+#[async_trait]
+impl Handler for ExportHandler {
+    async fn handle(&self, message: &Message) -> Result<bool, HandlerError> {
+        let export: Export = message.payload_as()?;
+        if export.seconds > 0.0 {
+            tokio::time::sleep(Duration::from_secs_f64(export.seconds)).await;
+        }
+        let mut log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)?;
+        writeln!(
+            log,
+            "{:.3} {} exported",
+            hermes_core::time::unix_now(),
+            export.report
+        )?;
+        println!("exported {}", export.report);
+        Ok(true)
+    }
+
+    fn retry_policy(&self) -> Option<RetryPolicy> {
+        Some(RetryPolicy::default())
+    }
+
+    fn name(&self) -> std::borrow::Cow<'static, str> {
+        "ExportHandler".into()
+    }
+}
+
+/// Logs to standard error at info level (override with `RUST_LOG`).
+pub fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+}
+
+/// Exit status of a worker: success, or failure with the error on standard error.
+pub fn exit_status(result: Result<(), hermes_core::Error>) -> std::process::ExitCode {
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("worker failed: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Helpers for the examples' crash tests.
+pub mod testing {
+    use std::path::Path;
+    use std::time::{Duration, Instant};
+
+    /// The reports in the export log of `dir`, in the order they finished.
+    pub fn exported(dir: &Path) -> Vec<String> {
+        std::fs::read_to_string(dir.join("exports.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| l.split_whitespace().nth(1).unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    /// Polls `done` every 50 ms; panics naming `what` after `timeout`.
+    pub fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+        let give_up = Instant::now() + timeout;
+        while !done() {
+            assert!(Instant::now() < give_up, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits up to `timeout` for `child` to exit and returns whether it succeeded.
+    pub fn exits_cleanly(child: &mut std::process::Child, timeout: Duration) -> bool {
+        let give_up = Instant::now() + timeout;
+        loop {
+            if let Some(status) = child.try_wait().expect("the worker's status") {
+                return status.success();
+            }
+            assert!(Instant::now() < give_up, "the worker did not stop");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The 21 exports of a crash test: `r00`…`r19`, with `slow` (3 s) in the middle.
+    pub fn crash_test_reports() -> Vec<(String, u64)> {
+        (0..21)
+            .map(|i| match i {
+                10 => ("slow".to_owned(), 3),
+                i if i < 10 => (format!("r{i:02}"), 0),
+                i => (format!("r{:02}", i - 1), 0),
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,24 @@
+//! `redis-worker`: runs report exports until `redis-shutdown`, SIGTERM or Ctrl-C. Exits
+//! non-zero when the driver fails for good; waits through Redis restarts.
+
+use std::sync::Arc;
+
+use hermes_core::{Dispatcher, SignalShutdown};
+use hermes_example_common::{exit_status, init_logging};
+use hermes_example_redis::{EXPORT, ExportHandler, driver, shutdown};
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    init_logging();
+    exit_status(run().await)
+}
+
+async fn run() -> Result<(), hermes_core::Error> {
+    let driver = driver().await?;
+    let mut dispatcher = Dispatcher::new(driver.clone())
+        // `redis-shutdown` sets this key; workers started before that stop.
+        .with_shutdown(shutdown(&driver))
+        .with_shutdown(SignalShutdown::install()?);
+    dispatcher.register_handler(EXPORT, Arc::new(ExportHandler::in_directory()));
+    dispatcher.handle(&[]).await
+}
