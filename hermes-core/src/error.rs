@@ -147,6 +147,25 @@ impl Error {
         }
     }
 
+    /// A client library's error: an [`Error::Connection`] when `temporary`, else an
+    /// [`Error::Driver`] with the error's text.
+    pub fn client(
+        driver: &'static str,
+        source: impl std::error::Error + Send + Sync + 'static,
+        temporary: bool,
+    ) -> Self {
+        if temporary {
+            Error::connection(driver, source)
+        } else {
+            Error::Driver {
+                driver,
+                message: source.to_string(),
+                temporary: false,
+                source: Some(Box::new(source)),
+            }
+        }
+    }
+
     /// An [`Error::Driver`] without a source.
     pub fn driver(driver: &'static str, message: impl Into<String>, temporary: bool) -> Self {
         Error::Driver {

@@ -15,6 +15,7 @@ use hermes_core::{
     DEFAULT_PRIORITY, Dispatcher, Driver, JsonSerializer, Message, Serializer, handler_fn,
 };
 use hermes_fs::{FileSystemDriver, FileSystemOptions};
+use hermes_testkit::bench::print_ratio;
 
 fn sample() -> Message {
     Message::builder("report.export")
@@ -42,20 +43,6 @@ fn options(durable: bool) -> FileSystemOptions {
     let mut options = FileSystemOptions::default();
     options.durable = durable;
     options
-}
-
-fn rate(n: usize, took: Duration) -> f64 {
-    n as f64 / took.as_secs_f64()
-}
-
-fn line(what: &str, n: usize, ours: Duration, raw: Duration) {
-    println!(
-        "{what:<40} {:>9.0} msgs/s {:>8.1} µs/msg | raw {:>9.0} msgs/s | ratio {:.2}",
-        rate(n, ours),
-        ours.as_secs_f64() * 1e6 / n as f64,
-        rate(n, raw),
-        rate(n, ours) / rate(n, raw)
-    );
 }
 
 /// The raw send: write a file in tmp/, rename it into new/ (and flush both when durable).
@@ -190,11 +177,11 @@ async fn main() {
 
     let n = 20_000;
     let (ours, raw) = emit_beside_raw(&mut bench, &body, n, false).await;
-    line("emit", n, ours, raw);
+    print_ratio("emit", n, ours, raw);
 
     let durable_n = 1_000;
     let (ours, raw) = emit_beside_raw(&mut bench, &body, durable_n, true).await;
-    line("emit, durable (fsync file + folder)", durable_n, ours, raw);
+    print_ratio("emit, durable (fsync file + folder)", durable_n, ours, raw);
 
     for concurrency in [1, 8] {
         let raw_dir = bench.dir();
@@ -203,7 +190,7 @@ async fn main() {
         let dir = bench.dir();
         emit(&dir, n, false).await;
         let ours = dispatch(&dir, n, concurrency).await;
-        line(
+        print_ratio(
             &format!("handle, dispatcher concurrency {concurrency}"),
             n,
             ours,
@@ -221,7 +208,7 @@ async fn main() {
         let dir = bench.dir();
         emit(&dir, backlog, false).await;
         let ours = drain(&dir, backlog).await;
-        line(
+        print_ratio(
             &format!("drain a backlog of {backlog} (receive + ack)"),
             backlog,
             ours,

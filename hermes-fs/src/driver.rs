@@ -2,13 +2,13 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hermes_core::time::{unix_now, until};
 use hermes_core::{
     Capabilities, DEFAULT_PRIORITY, Delivery, Driver, Error, JsonSerializer, Message, Priority,
-    Receipt, Serializer, async_trait, validate_queue_name,
+    PriorityQueues, Receipt, Serializer, async_trait, validate_queue_name,
 };
 use tokio::sync::Notify;
 
@@ -67,7 +67,7 @@ struct Inner {
     directory: PathBuf,
     options: FileSystemOptions,
     serializer: Arc<dyn Serializer>,
-    queues: RwLock<BTreeMap<Priority, Arc<QueueDir>>>,
+    queues: PriorityQueues<Arc<QueueDir>>,
     /// Started by the first `receive`: an emitter never watches anything.
     watcher: Mutex<Option<Watcher>>,
     wake: Arc<Notify>,
@@ -111,8 +111,8 @@ impl FileSystemDriver {
     ) -> Result<Self, Error> {
         validate_queue_name(queue)?;
         let directory = directory.as_ref().to_path_buf();
-        let mut queues = BTreeMap::new();
-        queues.insert(DEFAULT_PRIORITY, Arc::new(QueueDir::new(&directory, queue)));
+        let queues =
+            PriorityQueues::with(DEFAULT_PRIORITY, Arc::new(QueueDir::new(&directory, queue)));
         Ok(FileSystemDriver::build(
             directory,
             queues,
@@ -123,7 +123,7 @@ impl FileSystemDriver {
 
     fn build(
         directory: PathBuf,
-        queues: BTreeMap<Priority, Arc<QueueDir>>,
+        queues: PriorityQueues<Arc<QueueDir>>,
         options: FileSystemOptions,
         serializer: Arc<dyn Serializer>,
     ) -> Self {
@@ -132,7 +132,7 @@ impl FileSystemDriver {
                 directory,
                 options,
                 serializer,
-                queues: RwLock::new(queues),
+                queues,
                 watcher: Mutex::new(None),
                 wake: Arc::new(Notify::new()),
                 schedule: Mutex::new(Schedule {
@@ -146,11 +146,13 @@ impl FileSystemDriver {
     /// The same queues with `serializer` instead of [`JsonSerializer`], as a new instance.
     #[must_use]
     pub fn with_serializer(self, serializer: impl Serializer) -> Self {
-        let queues = self
-            .read_queues()
-            .iter()
-            .map(|(p, q)| (*p, Arc::new(QueueDir::new(&self.inner.directory, &q.name))))
-            .collect();
+        let queues = PriorityQueues::default();
+        for (priority, queue) in self.inner.queues.all() {
+            queues.insert(
+                priority,
+                Arc::new(QueueDir::new(&self.inner.directory, &queue.name)),
+            );
+        }
         FileSystemDriver::build(
             self.inner.directory.clone(),
             queues,
@@ -166,34 +168,11 @@ impl FileSystemDriver {
 
     /// The folder of the queue of `priority`, when one is set up.
     pub fn queue_path(&self, priority: Priority) -> Option<PathBuf> {
-        self.read_queues()
-            .get(&priority)
+        self.inner
+            .queues
+            .get(priority)
+            .ok()
             .map(|q| q.root().to_path_buf())
-    }
-
-    fn read_queues(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<Priority, Arc<QueueDir>>> {
-        self.inner.queues.read().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn queue(&self, priority: Priority) -> Result<Arc<QueueDir>, Error> {
-        self.read_queues()
-            .get(&priority)
-            .cloned()
-            .ok_or(Error::UnknownPriority(priority))
-    }
-
-    /// The queues of `priorities` (all when empty), highest priority first.
-    fn selected(&self, priorities: &[Priority]) -> Result<Vec<(Priority, Arc<QueueDir>)>, Error> {
-        let queues = self.read_queues();
-        if let Some(p) = priorities.iter().find(|p| !queues.contains_key(p)) {
-            return Err(Error::UnknownPriority(*p));
-        }
-        Ok(queues
-            .iter()
-            .rev()
-            .filter(|(p, _)| priorities.is_empty() || priorities.contains(p))
-            .map(|(p, q)| (*p, q.clone()))
-            .collect())
     }
 
     /// Creates, watches and indexes the queues a worker reads, the first time.
@@ -374,16 +353,12 @@ impl Driver for FileSystemDriver {
     fn setup_priority_queue(&self, name: &str, priority: Priority) -> Result<(), Error> {
         validate_queue_name(name)?;
         let queue = Arc::new(QueueDir::new(&self.inner.directory, name));
-        self.inner
-            .queues
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(priority, queue);
+        self.inner.queues.insert(priority, queue);
         Ok(())
     }
 
     async fn send(&self, message: &Message, priority: Priority) -> Result<(), Error> {
-        let queue = self.queue(priority)?;
+        let queue = self.inner.queues.get(priority)?;
         let body = self.inner.serializer.serialize(message)?;
         let due = message.due();
         queue.ensure_created()?;
@@ -407,7 +382,7 @@ impl Driver for FileSystemDriver {
         priorities: &[Priority],
         wait: Duration,
     ) -> Result<Option<Delivery>, Error> {
-        let queues = self.selected(priorities)?;
+        let queues = self.inner.queues.selected(priorities)?;
         self.prepare(&queues)?;
         let give_up = Instant::now() + wait;
         loop {

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use common::{TempDir, count_files, drop_file, test_options};
 use hermes_core::{DEFAULT_PRIORITY, Driver, Error, Message};
 use hermes_fs::{FileSystemDriver, FileSystemOptions};
+use hermes_testkit::bench::cpu_time;
 
 fn message(n: u32) -> Message {
     Message::builder("t")
@@ -146,20 +147,6 @@ async fn without_notifications_workers_poll_every_refresh_interval() {
         "{:?}",
         started.elapsed()
     );
-}
-
-/// User and system CPU time of this process so far, from `/proc/self/stat` (clock ticks of
-/// 10 ms, Linux's USER_HZ).
-fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .unwrap()
-        .1
-        .split_whitespace()
-        .collect();
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    Duration::from_millis(ticks * 10)
 }
 
 /// Runs only the test `test` of this binary in a child process (as the unprivileged user

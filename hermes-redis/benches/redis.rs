@@ -14,6 +14,7 @@ use hermes_core::{
     DEFAULT_PRIORITY, Dispatcher, Emitter, JsonSerializer, Message, Serializer, handler_fn,
 };
 use hermes_redis::{RedisOptions, RedisSetDriver};
+use hermes_testkit::bench::{cpu_time, print_ratio};
 
 fn url() -> String {
     std::env::var("HERMES_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
@@ -24,34 +25,6 @@ fn sample() -> Message {
         .payload(&serde_json::json!({"to": "someone@example.com", "user_id": 12345}))
         .build()
         .unwrap()
-}
-
-/// User + system CPU time of this process (Linux clock ticks of 10 ms).
-fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    Duration::from_millis((ticks(11) + ticks(12)) * 10)
-}
-
-fn rate(n: usize, took: Duration) -> f64 {
-    n as f64 / took.as_secs_f64()
-}
-
-fn line(what: &str, n: usize, ours: Duration, raw: Duration) {
-    println!(
-        "{what:<44} {:>8.0} msgs/s | raw {:>8.0} msgs/s | ratio {:.2}",
-        rate(n, ours),
-        rate(n, raw),
-        rate(n, ours) / rate(n, raw)
-    );
 }
 
 /// A raw connection of each library, for the baselines.
@@ -181,7 +154,7 @@ async fn bench(fred: bool, n: usize) {
     for _ in 0..n {
         emitter.emit(&sample(), DEFAULT_PRIORITY).await.unwrap();
     }
-    line("emit (raw: SADD loop)", n, start.elapsed(), raw_emit);
+    print_ratio("emit (raw: SADD loop)", n, start.elapsed(), raw_emit);
     raw.del(&keys(&key)).await;
 
     // The raw consumer: one SPOP per message.
@@ -215,7 +188,7 @@ async fn bench(fred: bool, n: usize) {
         let (cpu, start) = (cpu_time(), Instant::now());
         dispatcher.handle(&[]).await.unwrap();
         let (took, cpu) = (start.elapsed(), cpu_time() - cpu);
-        line(
+        print_ratio(
             &format!("handle, concurrency {concurrency} (raw: SPOP loop)"),
             n,
             took,

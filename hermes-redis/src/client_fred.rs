@@ -104,14 +104,5 @@ fn map_error(error: fred::error::Error) -> Error {
     ) || ["LOADING", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "BUSY"]
         .iter()
         .any(|code| details.starts_with(code));
-    if temporary {
-        Error::connection(NAME, error)
-    } else {
-        Error::Driver {
-            driver: NAME,
-            message: error.to_string(),
-            temporary: false,
-            source: Some(Box::new(error)),
-        }
-    }
+    Error::client(NAME, error, temporary)
 }

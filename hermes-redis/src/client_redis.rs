@@ -112,14 +112,5 @@ fn map_error(error: RedisError) -> Error {
         || error.is_timeout()
         || error.is_cluster_error()
         || !matches!(error.retry_method(), RetryMethod::NoRetry);
-    if temporary {
-        Error::connection(NAME, error)
-    } else {
-        Error::Driver {
-            driver: NAME,
-            message: error.to_string(),
-            temporary: false,
-            source: Some(Box::new(error)),
-        }
-    }
+    Error::client(NAME, error, temporary)
 }

@@ -1,13 +1,13 @@
 //! The Redis driver: Hermes' sets and schedule, plus claims for at-least-once delivery.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex, RwLock};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hermes_core::time::unix_now;
 use hermes_core::{
     Capabilities, DEFAULT_PRIORITY, Delivery, Driver, Error, JsonSerializer, Message, Priority,
-    Receipt, Serializer, async_trait,
+    PriorityQueues, Receipt, Serializer, async_trait,
 };
 
 use crate::client::{RedisClient, Reply};
@@ -47,7 +47,7 @@ struct Inner {
     options: RedisOptions,
     keys: Keys,
     serializer: Arc<dyn Serializer>,
-    sets: RwLock<BTreeMap<Priority, String>>,
+    sets: PriorityQueues<String>,
     /// Messages claimed ahead for this process.
     buffer: Mutex<VecDeque<Claimed>>,
     /// One claim script at a time per process.
@@ -97,15 +97,14 @@ impl RedisSetDriver {
         options: RedisOptions,
     ) -> Result<Self, Error> {
         let keys = Keys::new(&options)?;
-        let mut sets = BTreeMap::new();
-        sets.insert(DEFAULT_PRIORITY, keys.default_set.clone());
+        let sets = PriorityQueues::with(DEFAULT_PRIORITY, keys.default_set.clone());
         Ok(RedisSetDriver {
             inner: Arc::new(Inner {
                 client,
                 keys,
                 options,
                 serializer: Arc::new(JsonSerializer),
-                sets: RwLock::new(sets),
+                sets,
                 buffer: Mutex::default(),
                 fetching: tokio::sync::Mutex::new(()),
             }),
@@ -120,14 +119,6 @@ impl RedisSetDriver {
     /// The list holding undecodable messages.
     pub fn quarantine_key(&self) -> &str {
         &self.inner.keys.quarantine
-    }
-
-    fn set_keys(&self) -> BTreeMap<Priority, String> {
-        self.inner
-            .sets
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
     }
 
     fn at_least_once(&self) -> bool {
@@ -183,7 +174,7 @@ impl RedisSetDriver {
 
     async fn claim(&self, priorities: &[Priority]) -> Result<usize, Error> {
         let inner = &self.inner;
-        let sets: Vec<(Priority, String)> = self.set_keys().into_iter().rev().collect();
+        let sets = self.inner.sets.marked(priorities)?;
         let (visibility, max) = if self.at_least_once() {
             (
                 inner.options.visibility_timeout.as_secs_f64(),
@@ -194,29 +185,25 @@ impl RedisSetDriver {
         };
         let default_index = sets
             .iter()
-            .position(|(p, _)| *p == DEFAULT_PRIORITY)
+            .position(|(p, _, _)| *p == DEFAULT_PRIORITY)
             .map_or(1, |i| i + 1);
         let mut keys: Vec<&str> = vec![
             &inner.keys.schedule,
             &inner.keys.schedule_priorities,
             &inner.keys.in_flight,
         ];
-        keys.extend(sets.iter().map(|(_, key)| key.as_str()));
+        keys.extend(sets.iter().map(|(_, key, _)| key.as_str()));
         let mut args: Vec<String> = vec![
             unix_now().to_string(),
             visibility.to_string(),
             max.to_string(),
             sets.len().to_string(),
         ];
-        args.extend(sets.iter().map(|(p, _)| p.to_string()));
-        args.extend(sets.iter().map(|(p, _)| {
-            if priorities.is_empty() || priorities.contains(p) {
-                "1"
-            } else {
-                "0"
-            }
-            .to_owned()
-        }));
+        args.extend(sets.iter().map(|(p, _, _)| p.to_string()));
+        args.extend(
+            sets.iter()
+                .map(|(_, _, taken)| if *taken { "1" } else { "0" }.to_owned()),
+        );
         args.push(default_index.to_string());
         let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         let reply = inner.client.eval(Script::Claim, &keys, &args).await?;
@@ -285,9 +272,9 @@ impl RedisSetDriver {
 
     /// The set of `priority`, or the default set when it has none any more.
     fn set_of(&self, priority: Priority) -> String {
-        self.set_keys()
-            .get(&priority)
-            .cloned()
+        self.inner
+            .sets
+            .get_or(priority, DEFAULT_PRIORITY)
             .unwrap_or_else(|| self.inner.keys.default_set.clone())
     }
 
@@ -326,20 +313,12 @@ impl Driver for RedisSetDriver {
 
     fn setup_priority_queue(&self, name: &str, priority: Priority) -> Result<(), Error> {
         let key = self.inner.keys.set(name)?;
-        self.inner
-            .sets
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(priority, key);
+        self.inner.sets.insert(priority, key);
         Ok(())
     }
 
     async fn send(&self, message: &Message, priority: Priority) -> Result<(), Error> {
-        let key = self
-            .set_keys()
-            .get(&priority)
-            .cloned()
-            .ok_or(Error::UnknownPriority(priority))?;
+        let key = self.inner.sets.get(priority)?;
         let body = self.inner.serializer.serialize(message)?;
         match message.execute_at() {
             Some(at) if at > unix_now() => {
@@ -377,12 +356,7 @@ impl Driver for RedisSetDriver {
         priorities: &[Priority],
         wait: Duration,
     ) -> Result<Option<Delivery>, Error> {
-        {
-            let sets = self.inner.sets.read().unwrap_or_else(|e| e.into_inner());
-            if let Some(p) = priorities.iter().find(|p| !sets.contains_key(p)) {
-                return Err(Error::UnknownPriority(*p));
-            }
-        }
+        self.inner.sets.marked(priorities)?;
         let give_up = Instant::now() + wait;
         loop {
             if let Some(claimed) = self.take_buffered(priorities) {

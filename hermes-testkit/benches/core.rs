@@ -11,6 +11,7 @@ use hermes_core::{
     DEFAULT_PRIORITY, Dispatcher, Driver, JsonSerializer, Message, Serializer, handler_fn,
 };
 use hermes_testkit::MemoryDriver;
+use hermes_testkit::bench::print_ratio;
 use serde_json::json;
 
 fn sample() -> Message {
@@ -37,21 +38,6 @@ struct RawMessage {
     retries: u32,
 }
 
-fn rate(n: usize, took: Duration) -> f64 {
-    n as f64 / took.as_secs_f64()
-}
-
-fn line(what: &str, n: usize, ours: Duration, raw: Duration) {
-    let (ours_rate, raw_rate) = (rate(n, ours), rate(n, raw));
-    println!(
-        "{what:<34} {:>12.0} msgs/s {:>7.2} µs/msg | raw {:>12.0} msgs/s | ratio {:.2}",
-        ours_rate,
-        ours.as_secs_f64() * 1e6 / n as f64,
-        raw_rate,
-        ours_rate / raw_rate
-    );
-}
-
 fn bench_json(n: usize) {
     let message = sample();
     let bytes = JsonSerializer.serialize(&message).unwrap();
@@ -75,7 +61,7 @@ fn bench_json(n: usize) {
     for _ in 0..n {
         black_box(serde_json::to_vec(black_box(&raw)).unwrap());
     }
-    line("json encode (raw: serde_json)", n, ours, start.elapsed());
+    print_ratio("json encode (raw: serde_json)", n, ours, start.elapsed());
 
     let start = Instant::now();
     for _ in 0..n {
@@ -86,7 +72,7 @@ fn bench_json(n: usize) {
     for _ in 0..n {
         black_box(serde_json::from_slice::<RawEnvelope>(black_box(&bytes)).unwrap());
     }
-    line("json decode (raw: serde_json)", n, ours, start.elapsed());
+    print_ratio("json decode (raw: serde_json)", n, ours, start.elapsed());
 }
 
 async fn fill(driver: &MemoryDriver, n: usize) {
@@ -141,7 +127,7 @@ fn main() {
         for concurrency in [1, 8] {
             let raw = raw_drain(n).await;
             let ours = dispatch(n, concurrency).await;
-            line(
+            print_ratio(
                 &format!("dispatch, concurrency {concurrency} (raw: loop)"),
                 n,
                 ours,

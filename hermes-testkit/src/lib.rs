@@ -22,6 +22,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod bench;
 mod logs;
 mod memory;
 mod memory_harness;
