@@ -37,8 +37,14 @@ pub struct RedisOptions {
     /// How long an idle worker waits between two looks at the queue. Default 100 ms.
     pub refresh_interval: Duration,
     /// How many messages one claim takes at most (at-least-once only); the extra ones wait in
-    /// this process, claimed, until a worker asks. Default 8.
+    /// this process, claimed, until a worker asks. Default 16.
     pub prefetch: usize,
+    /// Send acknowledgements with the next claim instead of one command each (at-least-once
+    /// only). `ack` then returns at once, and the claims are removed with the next `receive`,
+    /// or at the latest after [`ACK_DELAY`](crate::ACK_DELAY), or by `flush` when the dispatcher
+    /// stops. A worker killed in between runs those messages again after the visibility
+    /// timeout, which at-least-once delivery allows. Default true.
+    pub deferred_acks: bool,
 }
 
 impl Default for RedisOptions {
@@ -50,7 +56,8 @@ impl Default for RedisOptions {
             delivery: DeliveryMode::AtLeastOnce,
             visibility_timeout: Duration::from_secs(300),
             refresh_interval: Duration::from_millis(100),
-            prefetch: 8,
+            prefetch: 16,
+            deferred_acks: true,
         }
     }
 }

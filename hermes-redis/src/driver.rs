@@ -1,6 +1,7 @@
 //! The Redis driver: Hermes' sets and schedule, plus claims for at-least-once delivery.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -52,7 +53,14 @@ struct Inner {
     buffer: Mutex<VecDeque<Claimed>>,
     /// One claim script at a time per process.
     fetching: tokio::sync::Mutex<()>,
+    /// Claims acknowledged but not yet removed (deferred acknowledgements).
+    acked: Mutex<Vec<Vec<u8>>>,
+    /// Whether a task will remove the deferred acknowledgements after [`ACK_DELAY`].
+    flush_scheduled: AtomicBool,
 }
+
+/// The longest a deferred acknowledgement waits for the next claim before it is sent alone.
+pub const ACK_DELAY: Duration = Duration::from_millis(50);
 
 #[derive(Debug)]
 struct Claimed {
@@ -107,6 +115,8 @@ impl RedisSetDriver {
                 sets,
                 buffer: Mutex::default(),
                 fetching: tokio::sync::Mutex::new(()),
+                acked: Mutex::default(),
+                flush_scheduled: AtomicBool::new(false),
             }),
         })
     }
@@ -205,8 +215,16 @@ impl RedisSetDriver {
                 .map(|(_, _, taken)| if *taken { "1" } else { "0" }.to_owned()),
         );
         args.push(default_index.to_string());
-        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        let reply = inner.client.eval(Script::Claim, &keys, &args).await?;
+        let acked = self.take_acked();
+        let mut args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        args.extend(acked.iter().map(Vec::as_slice));
+        let reply = match inner.client.eval(Script::Claim, &keys, &args).await {
+            Ok(reply) => reply,
+            Err(e) => {
+                self.defer_acks(acked);
+                return Err(e);
+            }
+        };
         let Reply::Array(items) = reply else {
             return Ok(0);
         };
@@ -262,6 +280,48 @@ impl RedisSetDriver {
                 })
             }
         }
+    }
+
+    fn take_acked(&self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut *self.inner.acked.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Queues claims for removal with the next claim call, making sure a task removes them
+    /// after [`ACK_DELAY`] if no claim comes first.
+    fn defer_acks(&self, claims: Vec<Vec<u8>>) {
+        if claims.is_empty() {
+            return;
+        }
+        self.inner
+            .acked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(claims);
+        if !self.inner.flush_scheduled.swap(true, Ordering::AcqRel) {
+            let driver = self.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(ACK_DELAY).await;
+                driver.inner.flush_scheduled.store(false, Ordering::Release);
+                if let Err(e) = driver.remove_acked().await {
+                    tracing::warn!("Removing acknowledged claims failed, retrying later - {e}");
+                }
+            });
+        }
+    }
+
+    /// Removes the deferred acknowledgements now.
+    async fn remove_acked(&self) -> Result<(), Error> {
+        let acked = self.take_acked();
+        if acked.is_empty() {
+            return Ok(());
+        }
+        let mut args: Vec<&[u8]> = vec![self.inner.keys.in_flight.as_bytes()];
+        args.extend(acked.iter().map(Vec::as_slice));
+        if let Err(e) = self.inner.client.command("ZREM", &args).await {
+            self.defer_acks(acked);
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// Returns a message claimed ahead but not handed out to its set.
@@ -375,15 +435,20 @@ impl Driver for RedisSetDriver {
 
     async fn ack(&self, delivery: &Delivery) -> Result<(), Error> {
         let receipt = delivery.receipt().expect::<RedisReceipt>(self.name())?;
-        if receipt.claimed {
-            self.inner
-                .client
-                .command(
-                    "ZREM",
-                    &[self.inner.keys.in_flight.as_bytes(), &receipt.claim()],
-                )
-                .await?;
+        if !receipt.claimed {
+            return Ok(());
         }
+        if self.inner.options.deferred_acks {
+            self.defer_acks(vec![receipt.claim()]);
+            return Ok(());
+        }
+        self.inner
+            .client
+            .command(
+                "ZREM",
+                &[self.inner.keys.in_flight.as_bytes(), &receipt.claim()],
+            )
+            .await?;
         Ok(())
     }
 
@@ -425,7 +490,7 @@ impl Driver for RedisSetDriver {
 
     async fn flush(&self) -> Result<(), Error> {
         let claimed: Vec<Claimed> = self.buffer().drain(..).collect();
-        let mut result = Ok(());
+        let mut result = self.remove_acked().await;
         for c in claimed {
             if let Err(e) = self.return_claimed(c).await {
                 result = result.and(Err(e));

@@ -39,6 +39,6 @@ pub use client_fred::FredClient;
 #[cfg(feature = "redis-rs")]
 pub use client_redis::RedisRsClient;
 pub use config::{DeliveryMode, RedisOptions};
-pub use driver::RedisSetDriver;
+pub use driver::{ACK_DELAY, RedisSetDriver};
 pub use scripts::Script;
 pub use shutdown::RedisShutdown;

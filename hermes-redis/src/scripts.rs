@@ -41,7 +41,8 @@ impl Script {
 /// priority first.
 /// ARGV: 1 now (the emitters' clock, as Hermes compares due times), 2 visibility timeout in
 /// seconds (0: at most once, no claims), 3 most messages to take, 4 n (number of sets), 4+i
-/// priority of set i, 4+n+i '1' when set i may be taken from, 5+2n the index of the default set.
+/// priority of set i, 4+n+i '1' when set i may be taken from, 5+2n the index of the default set,
+/// 6+2n.. claims acknowledged since the last call, removed first.
 /// A claim is the member `<priority>|<message>` of the in-flight set, scored by the claim time
 /// (the server's clock). Returns the priority and the message of each message taken.
 const CLAIM: &str = r"
@@ -50,6 +51,9 @@ local visibility = tonumber(ARGV[2])
 local max = tonumber(ARGV[3])
 local n = tonumber(ARGV[4])
 local default_set = KEYS[3 + tonumber(ARGV[5 + 2 * n])]
+for i = 6 + 2 * n, #ARGV do
+  redis.call('ZREM', KEYS[3], ARGV[i])
+end
 local function set_of(priority)
   for i = 1, n do
     if ARGV[4 + i] == priority then return KEYS[3 + i] end

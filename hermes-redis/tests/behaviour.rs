@@ -277,3 +277,27 @@ async fn invalid_key_names_are_refused() {
         .unwrap_err();
     assert!(err.is_temporary(), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deferred_acknowledgement_reaches_redis_within_the_ack_delay() {
+    both(async |setup, queue| {
+        let driver = setup.connect(setup.options(&queue)).await.unwrap();
+        let m = Message::new("t");
+        driver.send(&m, DEFAULT_PRIORITY).await.unwrap();
+        let d = driver
+            .receive(&[], Duration::from_secs(2))
+            .await
+            .unwrap()
+            .unwrap();
+        let in_flight = format!("{queue}_in_flight");
+        assert_eq!(redis_cli(&["ZCARD", &in_flight]).trim(), "1", "claimed");
+        driver.ack(&d).await.unwrap();
+        tokio::time::sleep(hermes_redis::ACK_DELAY + Duration::from_millis(200)).await;
+        assert_eq!(
+            redis_cli(&["ZCARD", &in_flight]).trim(),
+            "0",
+            "removed without another receive"
+        );
+    })
+    .await;
+}

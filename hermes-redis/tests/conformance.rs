@@ -1,5 +1,6 @@
 //! The conformance suite on both Redis drivers: against the Redis at `HERMES_REDIS_URL`
-//! (default 127.0.0.1:6379) in both delivery modes, through `Arc<dyn Driver>`, and on the
+//! (default 127.0.0.1:6379) in both delivery modes, with deferred and immediate
+//! acknowledgements, through `Arc<dyn Driver>`, and on the
 //! three-node cluster at `HERMES_REDIS_CLUSTER_URL` (default 127.0.0.1:7001).
 
 mod common;
@@ -11,21 +12,32 @@ const AT_MOST_ONCE: Setup = Setup {
     library: Library::RedisRs,
     mode: DeliveryMode::AtMostOnce,
     cluster: false,
+    immediate_acks: false,
 };
 const FRED_AT_MOST_ONCE: Setup = Setup {
     library: Library::Fred,
     mode: DeliveryMode::AtMostOnce,
     cluster: false,
+    immediate_acks: false,
 };
 const CLUSTER: Setup = Setup {
     library: Library::RedisRs,
     mode: DeliveryMode::AtLeastOnce,
     cluster: true,
+    immediate_acks: false,
 };
 const FRED_CLUSTER: Setup = Setup {
     library: Library::Fred,
     mode: DeliveryMode::AtLeastOnce,
     cluster: true,
+    immediate_acks: false,
+};
+
+const IMMEDIATE_ACKS: Setup = Setup {
+    library: Library::RedisRs,
+    mode: DeliveryMode::AtLeastOnce,
+    cluster: false,
+    immediate_acks: true,
 };
 
 mod redis_rs {
@@ -56,4 +68,8 @@ mod redis_rs_cluster {
 
 mod fred_cluster {
     hermes_testkit::conformance_suite!(super::RedisHarness(super::FRED_CLUSTER));
+}
+
+mod redis_rs_immediate_acks {
+    hermes_testkit::conformance_suite!(super::RedisHarness(super::IMMEDIATE_ACKS));
 }

@@ -64,6 +64,8 @@ pub struct Setup {
     pub library: Library,
     pub mode: DeliveryMode,
     pub cluster: bool,
+    /// One `ZREM` per acknowledgement instead of deferring them to the next claim.
+    pub immediate_acks: bool,
 }
 
 /// The client library.
@@ -80,11 +82,13 @@ impl Setup {
         library: Library::RedisRs,
         mode: DeliveryMode::AtLeastOnce,
         cluster: false,
+        immediate_acks: false,
     };
     pub const FRED: Setup = Setup {
         library: Library::Fred,
         mode: DeliveryMode::AtLeastOnce,
         cluster: false,
+        immediate_acks: false,
     };
 
     /// Options for a test queue called `queue`: its own keys (in one cluster slot), a 1 s
@@ -96,6 +100,7 @@ impl Setup {
         options.visibility_timeout = Duration::from_secs(1);
         options.refresh_interval = Duration::from_millis(20);
         options.delivery = self.mode;
+        options.deferred_acks = !self.immediate_acks;
         if self.cluster {
             options.hash_tag = Some(queue.to_owned());
         }
