@@ -301,3 +301,32 @@ async fn a_deferred_acknowledgement_reaches_redis_within_the_ack_delay() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_are_loaded_again_after_the_script_cache_is_flushed() {
+    both(async |setup, queue| {
+        let driver = setup.connect(setup.options(&queue)).await.unwrap();
+        let first = Message::new("t");
+        driver.send(&first, DEFAULT_PRIORITY).await.unwrap();
+        let d = driver
+            .receive(&[], Duration::from_secs(2))
+            .await
+            .unwrap()
+            .unwrap();
+        driver.ack(&d).await.unwrap();
+        assert_eq!(redis_cli(&["SCRIPT", "FLUSH"]).trim(), "OK");
+        let second = Message::builder("t")
+            .delay(Duration::from_millis(200))
+            .build()
+            .unwrap();
+        driver.send(&second, DEFAULT_PRIORITY).await.unwrap();
+        let d = driver
+            .receive(&[], Duration::from_secs(3))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(d.message().id(), second.id());
+        driver.ack(&d).await.unwrap();
+    })
+    .await;
+}
