@@ -64,3 +64,16 @@ ensure_redis_cluster() {
     --cluster-replicas 0 --cluster-yes >/dev/null
   wait_for 30 sh -c 'redis-cli -h 127.0.0.1 -p 7001 cluster info | grep -q cluster_state:ok'
 }
+
+# RabbitMQ on 127.0.0.1:5672 (guest/guest).
+ensure_rabbitmq() {
+  need rabbitmq-server rabbitmq-server
+  if (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; then
+    return 0
+  fi
+  echo "starting RabbitMQ on 127.0.0.1:5672"
+  rabbitmq-server -detached
+  wait_for 90 rabbitmq-diagnostics -q ping
+  wait_for 30 bash -c 'exec 3<>/dev/tcp/127.0.0.1/5672'
+  started+=("rabbitmqctl stop")
+}

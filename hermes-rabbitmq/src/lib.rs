@@ -1,0 +1,20 @@
+//! The RabbitMQ driver of Hermes, on `lapin`: Hermes' queue layout (one durable queue on the
+//! default exchange, declared without arguments, persistent messages, acknowledgement after the
+//! handlers), plus publisher confirms, delays of any length, priorities and reconnection.
+//!
+//! ```no_run
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), hermes_core::Error> {
+//! use hermes_core::{Emitter, Message, DEFAULT_PRIORITY};
+//! use hermes_rabbitmq::{RabbitMqDriver, RabbitMqOptions};
+//!
+//! let driver = RabbitMqDriver::new("amqp://guest:guest@127.0.0.1:5672/%2f", "hermes", RabbitMqOptions::default())?;
+//! Emitter::new(driver).emit(&Message::new("send-email"), DEFAULT_PRIORITY).await?;
+//! # Ok(()) }
+//! ```
+
+mod config;
+mod driver;
+
+pub use config::RabbitMqOptions;
+pub use driver::{DELAY_LEVELS_MS, RabbitMqDriver};

@@ -1,0 +1,127 @@
+//! Shared by the RabbitMQ driver's tests: the broker's address and the conformance harness.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::time::Duration;
+
+use hermes_core::{Error, async_trait};
+use hermes_rabbitmq::{DELAY_LEVELS_MS, RabbitMqDriver, RabbitMqOptions};
+use hermes_testkit::suite::Harness;
+use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueueDeleteOptions};
+use lapin::types::FieldTable;
+use lapin::{BasicProperties, Connection, ConnectionProperties};
+
+/// The broker the tests use: `HERMES_AMQP_URL`, default `amqp://guest:guest@127.0.0.1:5672/%2f`.
+pub fn amqp_url() -> String {
+    std::env::var("HERMES_AMQP_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
+}
+
+/// A plain AMQP connection, as a program without Hermes would use.
+pub async fn raw() -> Result<Connection, String> {
+    let url = amqp_url();
+    let connect = Connection::connect(&url, ConnectionProperties::default());
+    tokio::time::timeout(Duration::from_secs(5), connect)
+        .await
+        .map_err(|_| format!("no answer from {} within 5 s", amqp_url()))?
+        .map_err(|e| format!("cannot connect to {}: {e}", amqp_url()))
+}
+
+/// The conformance harness: each test has its own queues on the shared broker.
+pub struct RabbitHarness;
+
+#[async_trait]
+impl Harness for RabbitHarness {
+    type Driver = RabbitMqDriver;
+
+    async fn available(&self) -> Result<(), String> {
+        let connection = raw().await?;
+        let _ = connection.close(200, "bye".into()).await;
+        Ok(())
+    }
+
+    async fn open(&self, queue: &str) -> Result<RabbitMqDriver, Error> {
+        let mut options = RabbitMqOptions::default();
+        options.refresh_interval = Duration::from_millis(20);
+        RabbitMqDriver::new(&amqp_url(), queue, options)
+    }
+
+    async fn push_raw(&self, queue: &str, bytes: &[u8]) -> Result<(), Error> {
+        let connection = raw().await.expect("the broker is reachable");
+        let channel = connection.create_channel().await.expect("a channel");
+        let durable = QueueDeclareOptions {
+            durable: true,
+            ..QueueDeclareOptions::default()
+        };
+        channel
+            .queue_declare(queue.into(), durable, FieldTable::default())
+            .await
+            .expect("declaring the queue");
+        channel
+            .basic_publish(
+                "".into(),
+                queue.into(),
+                BasicPublishOptions::default(),
+                bytes,
+                BasicProperties::default(),
+            )
+            .await
+            .expect("publishing")
+            .await
+            .expect("the publish");
+        let _ = connection.close(200, "bye".into()).await;
+        Ok(())
+    }
+
+    async fn quarantined(&self, queue: &str) -> Result<usize, Error> {
+        let connection = raw().await.expect("the broker is reachable");
+        let channel = connection.create_channel().await.expect("a channel");
+        let passive = QueueDeclareOptions {
+            passive: true,
+            durable: true,
+            ..QueueDeclareOptions::default()
+        };
+        let count = channel
+            .queue_declare(
+                format!("{queue}.quarantine").as_str().into(),
+                passive,
+                FieldTable::default(),
+            )
+            .await
+            .map_or(0, |q| q.message_count() as usize);
+        let _ = connection.close(200, "bye".into()).await;
+        Ok(count)
+    }
+
+    /// A claimed message comes back as soon as its connection closes.
+    fn visibility_timeout(&self) -> Duration {
+        Duration::ZERO
+    }
+
+    async fn cleanup(&self, queue: &str) {
+        let Ok(connection) = raw().await else { return };
+        let Ok(channel) = connection.create_channel().await else {
+            return;
+        };
+        for base in [
+            queue.to_owned(),
+            format!("{queue}-high"),
+            format!("{queue}-low"),
+        ] {
+            let mut names = vec![base.clone()];
+            names.extend(DELAY_LEVELS_MS.iter().map(|l| format!("{base}.delay.{l}")));
+            for name in names {
+                let _ = channel
+                    .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
+                    .await;
+            }
+        }
+        let _ = channel
+            .queue_delete(
+                format!("{queue}.quarantine").as_str().into(),
+                QueueDeleteOptions::default(),
+            )
+            .await;
+        let _ = connection.close(200, "bye".into()).await;
+    }
+}
