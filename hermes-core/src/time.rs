@@ -38,3 +38,31 @@ pub fn until(at: f64) -> Duration {
 fn micros(d: Duration) -> f64 {
     d.as_micros() as f64 / 1_000_000.0
 }
+
+/// Calls `attempt` until it yields something or `wait` has passed, sleeping `interval` (at most
+/// what is left of `wait`) after each attempt that found nothing. For drivers that poll their
+/// broker. Attempts at least once, also with a zero `wait`.
+///
+/// # Errors
+/// The first error of `attempt`.
+pub async fn poll<T, F, Fut>(
+    wait: Duration,
+    interval: Duration,
+    mut attempt: F,
+) -> Result<Option<T>, crate::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<T>, crate::Error>>,
+{
+    let give_up = tokio::time::Instant::now() + wait;
+    loop {
+        if let Some(found) = attempt().await? {
+            return Ok(Some(found));
+        }
+        let now = tokio::time::Instant::now();
+        if now >= give_up {
+            return Ok(None);
+        }
+        tokio::time::sleep(interval.min(give_up - now)).await;
+    }
+}

@@ -2,9 +2,9 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use hermes_core::time::unix_now;
+use hermes_core::time::{poll, unix_now};
 use hermes_core::{
     Capabilities, DEFAULT_PRIORITY, Delivery, Driver, Error, JsonSerializer, Message, Priority,
     PriorityQueues, Receipt, Serializer, async_trait, validate_queue_name,
@@ -370,34 +370,32 @@ impl Driver for RabbitMqDriver {
         wait: Duration,
     ) -> Result<Option<Delivery>, Error> {
         let queues = self.inner.queues.selected(priorities)?;
-        let give_up = Instant::now() + wait;
-        loop {
-            if let Some(taken) = self.take_buffered(priorities) {
-                let receipt = RabbitReceipt {
-                    acker: taken.acker,
-                    session: taken.session,
-                };
-                return Ok(Some(Delivery::new(
-                    taken.message,
-                    taken.priority,
-                    Receipt::new(receipt),
-                )));
+        poll(wait, self.inner.options.refresh_interval, || async {
+            loop {
+                if let Some(taken) = self.take_buffered(priorities) {
+                    let receipt = RabbitReceipt {
+                        acker: taken.acker,
+                        session: taken.session,
+                    };
+                    return Ok(Some(Delivery::new(
+                        taken.message,
+                        taken.priority,
+                        Receipt::new(receipt),
+                    )));
+                }
+                // In a task of its own, so a dropped `receive` leaves what it took in the
+                // buffer.
+                let driver = self.clone();
+                let selected = queues.clone();
+                let took = tokio::spawn(async move { driver.take(&selected).await })
+                    .await
+                    .map_err(|e| Error::driver(NAME, format!("take task: {e}"), true))??;
+                if !took {
+                    return Ok(None);
+                }
             }
-            // In a task of its own, so a dropped `receive` leaves what it took in the buffer.
-            let driver = self.clone();
-            let selected = queues.clone();
-            let took = tokio::spawn(async move { driver.take(&selected).await })
-                .await
-                .map_err(|e| Error::driver(NAME, format!("take task: {e}"), true))??;
-            if took {
-                continue;
-            }
-            let now = Instant::now();
-            if now >= give_up {
-                return Ok(None);
-            }
-            tokio::time::sleep(self.inner.options.refresh_interval.min(give_up - now)).await;
-        }
+        })
+        .await
     }
 
     async fn ack(&self, delivery: &Delivery) -> Result<(), Error> {

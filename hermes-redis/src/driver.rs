@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hermes_core::time::unix_now;
+use hermes_core::time::{poll, unix_now};
 use hermes_core::{
     Capabilities, DEFAULT_PRIORITY, Delivery, Driver, Error, JsonSerializer, Message, Priority,
     PriorityQueues, Receipt, Serializer, async_trait,
@@ -417,20 +417,17 @@ impl Driver for RedisSetDriver {
         wait: Duration,
     ) -> Result<Option<Delivery>, Error> {
         self.inner.sets.marked(priorities)?;
-        let give_up = Instant::now() + wait;
-        loop {
-            if let Some(claimed) = self.take_buffered(priorities) {
-                return self.deliver(claimed).await.map(Some);
+        poll(wait, self.inner.options.refresh_interval, || async {
+            loop {
+                if let Some(claimed) = self.take_buffered(priorities) {
+                    return self.deliver(claimed).await.map(Some);
+                }
+                if self.fetch(priorities).await? == 0 {
+                    return Ok(None);
+                }
             }
-            if self.fetch(priorities).await? > 0 {
-                continue;
-            }
-            let now = Instant::now();
-            if now >= give_up {
-                return Ok(None);
-            }
-            tokio::time::sleep(self.inner.options.refresh_interval.min(give_up - now)).await;
-        }
+        })
+        .await
     }
 
     async fn ack(&self, delivery: &Delivery) -> Result<(), Error> {
