@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# End to end for the report-export example of a driver: `examples/e2e.sh filesystem` or
-# `examples/e2e.sh redis`. Queues three exports (a normal one, an urgent one, one delayed by
+# End to end for the report-export example of a driver: `examples/e2e.sh filesystem`,
+# `examples/e2e.sh redis` or `examples/e2e.sh rabbitmq`. Queues three exports (a normal one, an urgent one, one delayed by
 # 3 s), runs a worker, checks that the urgent export ran first and the delayed one not before its
 # time, then stops two workers with the example's shutdown program and checks that they exit
 # cleanly. The programs are `<example>-emit`, `<example>-worker` and `<example>-shutdown`.
 set -euo pipefail
-example=${1:?usage: examples/e2e.sh filesystem|redis}
+example=${1:?usage: examples/e2e.sh filesystem|redis|rabbitmq}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
@@ -19,8 +19,9 @@ bin="$target/debug/$example"
 
 HERMES_DIR=$(mktemp -d "${TMPDIR:-/tmp}/hermes-e2e.XXXXXX")
 export HERMES_DIR
-# Keys of their own for this run, on a shared Redis.
+# Keys and queues of their own for this run, on a shared broker.
 export HERMES_REDIS_KEY="e2e-$(basename "$HERMES_DIR" | tr -dc 'a-zA-Z0-9')"
+export HERMES_RABBITMQ_QUEUE="$HERMES_REDIS_KEY"
 log="$HERMES_DIR/exports.log"
 pids=()
 cleanup() {
@@ -29,6 +30,10 @@ cleanup() {
     for suffix in "" _high _schedule _schedule_priorities _in_flight _quarantine _shutdown; do
       redis-cli -u "${HERMES_REDIS_URL:-redis://127.0.0.1:6379}" DEL "$HERMES_REDIS_KEY$suffix" >/dev/null || true
     done
+  fi
+  if [ "$example" = rabbitmq ] && command -v rabbitmqctl >/dev/null; then
+    rabbitmqctl -q list_queues name 2>/dev/null | grep "^$HERMES_RABBITMQ_QUEUE" |
+      while read -r name; do rabbitmqctl -q delete_queue "$name" >/dev/null 2>&1 || true; done
   fi
   rm -rf "$HERMES_DIR"
 }

@@ -31,10 +31,11 @@ passed=$(awk '/^test result:/ { for (i = 1; i < NF; i++) if ($(i + 1) ~ /^passed
   END { print s + 0 }' "$results")
 
 if [ "$*" = "--workspace" ]; then
-  # The README's run command, and the Redis example with both clients, end to end.
+  # The README's run command, and the Redis (both clients) and RabbitMQ examples, end to end.
   ./examples/filesystem/e2e.sh
   ./examples/redis/e2e.sh
-  passed=$((passed + 3))
+  ./examples/rabbitmq/e2e.sh
+  passed=$((passed + 4))
 fi
 echo
 echo "total: $passed passed, 0 failed"
