@@ -1,0 +1,93 @@
+//! The broker restarts under a running worker and a running emitter: both wait for it, and
+//! every message whose `send` returned is handled. In a test binary of its own, as the restart
+//! drops every connection to the broker.
+
+mod common;
+
+use std::collections::HashSet;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::RabbitHarness;
+use hermes_core::{DEFAULT_PRIORITY, Dispatcher, Driver, Message, handler_fn};
+use hermes_testkit::suite::{Harness, unique_queue_name};
+
+fn rabbitmqctl(args: &[&str]) {
+    let status = Command::new("rabbitmqctl")
+        .args(args)
+        .status()
+        .expect("rabbitmqctl is installed with the broker");
+    assert!(status.success(), "rabbitmqctl {args:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_restart_loses_no_confirmed_message() {
+    if RabbitHarness.available().await.is_err() {
+        assert!(
+            !hermes_testkit::suite::strict(),
+            "the broker is not available"
+        );
+        eprintln!("skipped: the broker is not available");
+        return;
+    }
+    let queue = unique_queue_name("restart");
+    let worker = RabbitHarness.open(&queue).await.unwrap();
+    let emitter = RabbitHarness.open(&queue).await.unwrap();
+    let handled: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let record = handled.clone();
+    let mut dispatcher = Dispatcher::new(worker);
+    dispatcher.register_handler(
+        "job",
+        Arc::new(handler_fn(move |m: Message| {
+            let record = record.clone();
+            async move {
+                record.lock().unwrap().insert(m.id().to_owned());
+                Ok(true)
+            }
+        })),
+    );
+    let token = dispatcher.cancellation_token();
+    let running = tokio::spawn(async move { dispatcher.handle(&[]).await });
+
+    let mut confirmed = HashSet::new();
+    let mut refused = 0;
+    for i in 0..60 {
+        if i == 20 {
+            rabbitmqctl(&["stop_app"]);
+        }
+        if i == 25 {
+            rabbitmqctl(&["start_app"]);
+            rabbitmqctl(&["await_startup"]);
+        }
+        let m = Message::builder("job")
+            .payload(&serde_json::json!({"i": i}))
+            .build()
+            .unwrap();
+        match emitter.send(&m, DEFAULT_PRIORITY).await {
+            Ok(()) => {
+                confirmed.insert(m.id().to_owned());
+            }
+            Err(e) => {
+                assert!(e.is_temporary(), "{e}");
+                refused += 1;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(refused > 0, "the restart was noticed by the emitter");
+    let give_up = Instant::now() + Duration::from_secs(60);
+    while !confirmed.is_subset(&handled.lock().unwrap()) {
+        assert!(
+            Instant::now() < give_up,
+            "some confirmed messages were not handled"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    token.cancel();
+    running
+        .await
+        .unwrap()
+        .expect("the worker waited for the broker instead of exiting");
+    RabbitHarness.cleanup(&queue).await;
+}
