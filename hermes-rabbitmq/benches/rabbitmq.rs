@@ -1,0 +1,200 @@
+//! RabbitMQ driver throughput beside raw lapin loops in the same run: emit with publisher
+//! confirms (raw: publish + confirm loop), handle with a no-op handler at concurrency 1 and 8
+//! (raw: a consume-and-ack loop at prefetch 1 and 16), and the idle emit-to-handle latency.
+//!
+//! `cargo bench -p hermes-rabbitmq --bench rabbitmq` (`HERMES_AMQP_URL`, `HERMES_BENCH_N`,
+//! default 5,000 messages per figure).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use hermes_core::time::unix_now;
+use hermes_core::{
+    DEFAULT_PRIORITY, Dispatcher, Driver, Emitter, JsonSerializer, Message, Serializer, handler_fn,
+};
+use hermes_rabbitmq::{DELAY_LEVELS_MS, RabbitMqDriver, RabbitMqOptions};
+use hermes_testkit::bench::print_ratio;
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
+    ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions,
+};
+use lapin::types::FieldTable;
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+
+fn url() -> String {
+    std::env::var("HERMES_AMQP_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
+}
+
+fn sample() -> Message {
+    Message::builder("send-email")
+        .payload(&serde_json::json!({"to": "someone@example.com", "user_id": 12345}))
+        .build()
+        .unwrap()
+}
+
+async fn channel(connection: &Connection, queue: &str) -> Channel {
+    let channel = connection.create_channel().await.unwrap();
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    channel
+        .queue_declare(queue.into(), durable, FieldTable::default())
+        .await
+        .unwrap();
+    channel
+}
+
+async fn raw_publish(channel: &Channel, queue: &str, n: usize) -> Duration {
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await
+        .unwrap();
+    let body = JsonSerializer.serialize(&sample()).unwrap();
+    let start = Instant::now();
+    for _ in 0..n {
+        channel
+            .basic_publish(
+                "".into(),
+                queue.into(),
+                BasicPublishOptions::default(),
+                &body,
+                BasicProperties::default().with_delivery_mode(2),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    start.elapsed()
+}
+
+async fn raw_consume(connection: &Connection, queue: &str, n: usize, prefetch: u16) -> Duration {
+    let channel = channel(connection, queue).await;
+    channel
+        .basic_qos(prefetch, BasicQosOptions::default())
+        .await
+        .unwrap();
+    let mut consumer = channel
+        .basic_consume(
+            queue.into(),
+            "bench".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    let start = Instant::now();
+    for _ in 0..n {
+        let delivery = consumer.next().await.unwrap().unwrap();
+        JsonSerializer.deserialize(&delivery.data).unwrap();
+        delivery.ack(BasicAckOptions::default()).await.unwrap();
+    }
+    let took = start.elapsed();
+    let _ = channel.close(200, "bye".into()).await;
+    took
+}
+
+fn driver(queue: &str) -> RabbitMqDriver {
+    RabbitMqDriver::new(&url(), queue, RabbitMqOptions::default()).unwrap()
+}
+
+async fn fill(connection: &Connection, queue: &str, n: usize) {
+    let channel = channel(connection, queue).await;
+    raw_publish(&channel, queue, n).await;
+    let _ = channel.close(200, "bye".into()).await;
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let n: usize = std::env::var("HERMES_BENCH_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5_000);
+    let queue = format!("bench-{:08x}", std::process::id());
+    let connection = Connection::connect(&url(), ConnectionProperties::default())
+        .await
+        .unwrap();
+    println!("-- rabbitmq ({n} messages per figure)");
+
+    let raw = raw_publish(&channel(&connection, &queue).await, &queue, n).await;
+    let emitter = Emitter::new(driver(&queue));
+    let start = Instant::now();
+    for _ in 0..n {
+        emitter.emit(&sample(), DEFAULT_PRIORITY).await.unwrap();
+    }
+    print_ratio(
+        "emit with confirms (raw: publish + confirm)",
+        n,
+        start.elapsed(),
+        raw,
+    );
+    raw_consume(&connection, &queue, 2 * n, 16).await;
+
+    for (concurrency, prefetch) in [(1, 1), (8, 16)] {
+        fill(&connection, &queue, n).await;
+        let raw = raw_consume(&connection, &queue, n, prefetch).await;
+        fill(&connection, &queue, n).await;
+        let mut dispatcher = Dispatcher::new(driver(&queue))
+            .concurrency(concurrency)
+            .max_items(n as u64);
+        dispatcher.register_handler(
+            "send-email",
+            Arc::new(handler_fn(|_m: Message| async { Ok(true) })),
+        );
+        let start = Instant::now();
+        dispatcher.handle(&[]).await.unwrap();
+        print_ratio(
+            &format!("handle, concurrency {concurrency} (raw: consume, prefetch {prefetch})"),
+            n,
+            start.elapsed(),
+            raw,
+        );
+    }
+
+    let latencies: Arc<Mutex<Vec<f64>>> = Arc::default();
+    let record = latencies.clone();
+    let samples = 100;
+    let mut dispatcher = Dispatcher::new(driver(&queue)).max_items(samples);
+    dispatcher.register_handler(
+        "send-email",
+        Arc::new(handler_fn(move |m: Message| {
+            let record = record.clone();
+            async move {
+                record.lock().unwrap().push(unix_now() - m.created());
+                Ok(true)
+            }
+        })),
+    );
+    let running = tokio::spawn(async move { dispatcher.handle(&[]).await });
+    let emitter = driver(&queue);
+    for _ in 0..samples {
+        emitter.send(&sample(), DEFAULT_PRIORITY).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    running.await.unwrap().unwrap();
+    let mut latencies = latencies.lock().unwrap().clone();
+    latencies.sort_by(f64::total_cmp);
+    println!(
+        "{:<44} median {:.1} ms, p90 {:.1} ms (refresh interval 100 ms)",
+        "emit-to-handle latency, idle worker",
+        latencies[latencies.len() / 2] * 1e3,
+        latencies[latencies.len() * 9 / 10] * 1e3
+    );
+
+    let channel = connection.create_channel().await.unwrap();
+    let _ = channel
+        .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+        .await;
+    for level in DELAY_LEVELS_MS {
+        let _ = channel
+            .queue_delete(
+                format!("{queue}.delay.{level}").as_str().into(),
+                QueueDeleteOptions::default(),
+            )
+            .await;
+    }
+    let _ = connection.close(200, "bye".into()).await;
+}
