@@ -10,8 +10,9 @@ pub struct RabbitMqOptions {
     /// Declare queues durable and publish persistent messages (delivery mode 2). Default true;
     /// false gives non-durable queues and transient messages.
     pub durable: bool,
-    /// The delivery mode of published messages when not derived from `durable`.
-    pub delivery_mode: Option<u8>,
+    /// The properties of published messages (content type, headers, expiration, …). The
+    /// delivery mode, when not set here, is 2 (persistent) for a durable queue and 1 otherwise.
+    pub properties: lapin::BasicProperties,
     /// How long an idle worker waits between two looks at the queues. Default 100 ms.
     pub refresh_interval: Duration,
 }
@@ -20,7 +21,7 @@ impl Default for RabbitMqOptions {
     fn default() -> Self {
         RabbitMqOptions {
             durable: true,
-            delivery_mode: None,
+            properties: lapin::BasicProperties::default(),
             refresh_interval: Duration::from_millis(100),
         }
     }

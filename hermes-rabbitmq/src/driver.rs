@@ -14,7 +14,7 @@ use lapin::options::{
     QueueDeclareOptions,
 };
 use lapin::types::{AMQPValue, FieldTable};
-use lapin::{Acker, BasicProperties, Channel, Confirmation, Connection, ConnectionProperties};
+use lapin::{Acker, Channel, Confirmation, Connection, ConnectionProperties};
 
 use crate::RabbitMqOptions;
 
@@ -206,10 +206,9 @@ impl RabbitMqDriver {
 
     /// Publishes `body` to `queue` (declared plainly) and waits for the broker's confirm.
     async fn publish(&self, session: &Session, queue: &str, body: &[u8]) -> Result<(), Error> {
-        let mode = self
-            .inner
-            .options
-            .delivery_mode
+        let properties = &self.inner.options.properties;
+        let mode = properties
+            .delivery_mode()
             .unwrap_or(if self.inner.options.durable { 2 } else { 1 });
         let confirm = session
             .publisher
@@ -218,7 +217,7 @@ impl RabbitMqDriver {
                 queue.into(),
                 BasicPublishOptions::default(),
                 body,
-                BasicProperties::default().with_delivery_mode(mode),
+                properties.clone().with_delivery_mode(mode),
             )
             .await
             .map_err(lapin_error)?

@@ -100,3 +100,41 @@ async fn a_refused_declaration_is_a_clear_error_naming_the_queue() {
     transient.ack(&d).await.unwrap();
     RabbitHarness.cleanup(&queue).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn message_properties_are_published_and_a_set_delivery_mode_wins() {
+    for (mode, expected) in [(None, 2), (Some(1), 1)] {
+        let queue = unique_queue_name("properties");
+        let mut options = RabbitMqOptions::default();
+        let mut properties =
+            lapin::BasicProperties::default().with_content_type("application/json".into());
+        if let Some(mode) = mode {
+            properties = properties.with_delivery_mode(mode);
+        }
+        options.properties = properties;
+        let driver = RabbitMqDriver::new(&amqp_url(), &queue, options).unwrap();
+        driver
+            .send(&Message::new("t"), DEFAULT_PRIORITY)
+            .await
+            .unwrap();
+        let connection = raw().await.unwrap();
+        let channel = connection.create_channel().await.unwrap();
+        let got = channel
+            .basic_get(queue.as_str().into(), BasicGetOptions::default())
+            .await
+            .unwrap()
+            .expect("the message is on the queue");
+        let properties = &got.delivery.properties;
+        assert_eq!(*properties.delivery_mode(), Some(expected));
+        assert_eq!(
+            properties.content_type().as_ref().map(|c| c.as_str()),
+            Some("application/json")
+        );
+        got.delivery
+            .acker
+            .ack(BasicAckOptions::default())
+            .await
+            .unwrap();
+        RabbitHarness.cleanup(&queue).await;
+    }
+}
