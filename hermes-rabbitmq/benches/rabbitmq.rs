@@ -5,16 +5,15 @@
 //! `cargo bench -p hermes-rabbitmq --bench rabbitmq` (`HERMES_AMQP_URL`, `HERMES_BENCH_N`,
 //! default 5,000 messages per figure).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use hermes_core::time::unix_now;
 use hermes_core::{
-    DEFAULT_PRIORITY, Dispatcher, Driver, Emitter, JsonSerializer, Message, Serializer, handler_fn,
+    DEFAULT_PRIORITY, Dispatcher, Emitter, JsonSerializer, Message, Serializer, handler_fn,
 };
 use hermes_rabbitmq::{DELAY_LEVELS_MS, RabbitMqDriver, RabbitMqOptions};
-use hermes_testkit::bench::print_ratio;
+use hermes_testkit::bench::{idle_latency, print_ratio};
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
     ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions,
@@ -154,34 +153,16 @@ async fn main() {
         );
     }
 
-    let latencies: Arc<Mutex<Vec<f64>>> = Arc::default();
-    let record = latencies.clone();
-    let samples = 100;
-    let mut dispatcher = Dispatcher::new(driver(&queue)).max_items(samples);
-    dispatcher.register_handler(
-        "send-email",
-        Arc::new(handler_fn(move |m: Message| {
-            let record = record.clone();
-            async move {
-                record.lock().unwrap().push(unix_now() - m.created());
-                Ok(true)
-            }
-        })),
-    );
-    let running = tokio::spawn(async move { dispatcher.handle(&[]).await });
-    let emitter = driver(&queue);
-    for _ in 0..samples {
-        emitter.send(&sample(), DEFAULT_PRIORITY).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    running.await.unwrap().unwrap();
-    let mut latencies = latencies.lock().unwrap().clone();
-    latencies.sort_by(f64::total_cmp);
+    let (median, p90) = idle_latency(
+        Arc::new(driver(&queue)),
+        Arc::new(driver(&queue)),
+        100,
+        Duration::from_millis(10),
+    )
+    .await;
     println!(
-        "{:<44} median {:.1} ms, p90 {:.1} ms (refresh interval 100 ms)",
-        "emit-to-handle latency, idle worker",
-        latencies[latencies.len() / 2] * 1e3,
-        latencies[latencies.len() * 9 / 10] * 1e3
+        "{:<44} median {median:.1?}, p90 {p90:.1?} (refresh interval 100 ms)",
+        "emit-to-handle latency, idle worker"
     );
 
     let channel = connection.create_channel().await.unwrap();

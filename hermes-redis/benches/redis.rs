@@ -6,15 +6,14 @@
 //! `cargo bench -p hermes-redis --bench redis` (`HERMES_REDIS_URL`, default
 //! redis://127.0.0.1:6379; `HERMES_BENCH_N` messages per figure, default 20,000).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hermes_core::time::unix_now;
 use hermes_core::{
     DEFAULT_PRIORITY, Dispatcher, Emitter, JsonSerializer, Message, Serializer, handler_fn,
 };
 use hermes_redis::{RedisOptions, RedisSetDriver};
-use hermes_testkit::bench::{cpu_time, print_ratio};
+use hermes_testkit::bench::{cpu_time, idle_latency, print_ratio};
 
 fn url() -> String {
     std::env::var("HERMES_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
@@ -205,34 +204,11 @@ async fn bench(fred: bool, n: usize) {
     // Latency: an idle worker, messages emitted one by one.
     for refresh in [Duration::from_millis(100), Duration::from_millis(10)] {
         let worker = Arc::new(driver(fred, &key, |o| o.refresh_interval = refresh).await);
-        let emitter = Emitter::new(driver(fred, &key, |_| {}).await);
-        let samples = 200;
-        let latencies: Arc<Mutex<Vec<f64>>> = Arc::default();
-        let record = latencies.clone();
-        let mut dispatcher = Dispatcher::from_arc(worker).max_items(samples);
-        dispatcher.register_handler(
-            "send-email",
-            Arc::new(handler_fn(move |m: Message| {
-                let record = record.clone();
-                async move {
-                    record.lock().unwrap().push(unix_now() - m.created());
-                    Ok(true)
-                }
-            })),
-        );
-        let running = tokio::spawn(async move { dispatcher.handle(&[]).await });
-        for _ in 0..samples {
-            emitter.emit(&sample(), DEFAULT_PRIORITY).await.unwrap();
-            tokio::time::sleep(Duration::from_millis(7)).await;
-        }
-        running.await.unwrap().unwrap();
-        let mut latencies = latencies.lock().unwrap().clone();
-        latencies.sort_by(f64::total_cmp);
+        let emitter = Arc::new(driver(fred, &key, |_| {}).await);
+        let (median, p90) = idle_latency(worker, emitter, 200, Duration::from_millis(7)).await;
         println!(
-            "{:<44} median {:.1} ms, p90 {:.1} ms (refresh interval {refresh:?})",
-            "emit-to-handle latency, idle worker",
-            latencies[latencies.len() / 2] * 1e3,
-            latencies[latencies.len() * 9 / 10] * 1e3,
+            "{:<44} median {median:.1?}, p90 {p90:.1?} (refresh interval {refresh:?})",
+            "emit-to-handle latency, idle worker"
         );
         raw.del(&keys(&key)).await;
     }

@@ -33,3 +33,54 @@ pub fn cpu_time() -> Duration {
     };
     Duration::from_millis((ticks(11) + ticks(12)) * 10)
 }
+
+/// Emit-to-handle latency of an idle worker: `samples` messages of type `message_type` sent one
+/// by one through `emitter`, `gap` apart, handled by a dispatcher on `worker`. Returns the
+/// median and the 90th percentile.
+///
+/// # Panics
+/// When a send or the dispatcher fails: a benchmark has no better way out.
+pub async fn idle_latency(
+    worker: std::sync::Arc<dyn hermes_core::Driver>,
+    emitter: std::sync::Arc<dyn hermes_core::Driver>,
+    samples: u64,
+    gap: Duration,
+) -> (Duration, Duration) {
+    use std::sync::{Arc, Mutex};
+
+    use hermes_core::time::unix_now;
+    use hermes_core::{DEFAULT_PRIORITY, Dispatcher, Message, handler_fn};
+
+    let latencies: Arc<Mutex<Vec<f64>>> = Arc::default();
+    let record = latencies.clone();
+    let mut dispatcher = Dispatcher::from_arc(worker).max_items(samples);
+    dispatcher.register_handler(
+        "latency",
+        Arc::new(handler_fn(move |m: Message| {
+            let record = record.clone();
+            async move {
+                record
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(unix_now() - m.created());
+                Ok(true)
+            }
+        })),
+    );
+    let running = tokio::spawn(async move { dispatcher.handle(&[]).await });
+    for _ in 0..samples {
+        emitter
+            .send(&Message::new("latency"), DEFAULT_PRIORITY)
+            .await
+            .expect("sending a latency sample");
+        tokio::time::sleep(gap).await;
+    }
+    running
+        .await
+        .expect("the dispatcher task")
+        .expect("the dispatcher");
+    let mut latencies = latencies.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    latencies.sort_by(f64::total_cmp);
+    let at = |q: usize| Duration::from_secs_f64(latencies[latencies.len() * q / 100].max(0.0));
+    (at(50), at(90))
+}
