@@ -182,14 +182,25 @@ impl FileSystemDriver {
                 continue;
             }
             queue.ensure_created()?;
-            let watched = self.with_watcher(|w| w.watch(queue));
-            queue.lock().watched = watched;
-            // After the watch is in place, so no file slips between the read and the watch.
-            queue.scan()?;
-            self.schedule()
-                .last_scans
-                .insert(queue.name.clone(), Instant::now());
+            self.watch_and_scan(queue)?;
         }
+        Ok(())
+    }
+
+    /// Watches `queue`'s `new/` folder, then reads it whole: in that order, so no file slips
+    /// between the read and the watch.
+    fn watch_and_scan(&self, queue: &Arc<QueueDir>) -> Result<(), Error> {
+        let watched = self.with_watcher(|w| w.watch(queue));
+        queue.lock().watched = watched;
+        self.scan(queue)
+    }
+
+    /// Reads `queue`'s `new/` folder whole and notes when.
+    fn scan(&self, queue: &QueueDir) -> Result<(), Error> {
+        queue.scan()?;
+        self.schedule()
+            .last_scans
+            .insert(queue.name.clone(), Instant::now());
         Ok(())
     }
 
@@ -219,12 +230,7 @@ impl FileSystemDriver {
         if !std::mem::take(&mut queue.lock().paused) {
             return Ok(false);
         }
-        let watched = self.with_watcher(|w| w.watch(queue));
-        queue.lock().watched = watched;
-        queue.scan()?;
-        self.schedule()
-            .last_scans
-            .insert(queue.name.clone(), Instant::now());
+        self.watch_and_scan(queue)?;
         // Other workers of this instance may be waiting for what the read found.
         self.inner.wake.notify_waiters();
         Ok(true)
@@ -257,8 +263,7 @@ impl FileSystemDriver {
             let last = self.schedule().last_scans.get(&queue.name).copied();
             let due = last.map_or(now, |at| at + period);
             if flagged || due <= now {
-                queue.scan()?;
-                self.schedule().last_scans.insert(queue.name.clone(), now);
+                self.scan(queue)?;
                 next = next.min(now + period);
             } else {
                 next = next.min(due);

@@ -12,7 +12,7 @@ use futures_util::StreamExt;
 use hermes_core::{
     DEFAULT_PRIORITY, Dispatcher, Emitter, JsonSerializer, Message, Serializer, handler_fn,
 };
-use hermes_rabbitmq::{DELAY_LEVELS_MS, RabbitMqDriver, RabbitMqOptions};
+use hermes_rabbitmq::{RabbitMqDriver, RabbitMqOptions, queues_of};
 use hermes_testkit::bench::{idle_latency, print_ratio};
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
@@ -166,15 +166,9 @@ async fn main() {
     );
 
     let channel = connection.create_channel().await.unwrap();
-    let _ = channel
-        .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
-        .await;
-    for level in DELAY_LEVELS_MS {
+    for name in queues_of(&queue) {
         let _ = channel
-            .queue_delete(
-                format!("{queue}.delay.{level}").as_str().into(),
-                QueueDeleteOptions::default(),
-            )
+            .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
             .await;
     }
     let _ = connection.close(200, "bye".into()).await;

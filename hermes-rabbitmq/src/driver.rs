@@ -26,6 +26,24 @@ pub const DELAY_LEVELS_MS: [u64; 12] = [
     10, 40, 160, 640, 2_560, 10_240, 40_960, 163_840, 655_360, 2_621_440, 10_485_760, 41_943_040,
 ];
 
+/// The delay queue of `queue` whose messages wait `level_ms` milliseconds.
+pub fn delay_queue(queue: &str, level_ms: u64) -> String {
+    format!("{queue}.delay.{level_ms}")
+}
+
+/// The queue holding the undecodable messages of `queue`.
+pub fn quarantine_queue(queue: &str) -> String {
+    format!("{queue}.quarantine")
+}
+
+/// Every queue the driver may declare for the queue `queue`: itself, its delay queues and, for
+/// the default queue, its quarantine.
+pub fn queues_of(queue: &str) -> Vec<String> {
+    let mut names = vec![queue.to_owned(), quarantine_queue(queue)];
+    names.extend(DELAY_LEVELS_MS.iter().map(|l| delay_queue(queue, *l)));
+    names
+}
+
 /// Hermes' RabbitMQ driver: one durable queue on the default exchange, declared without
 /// arguments (an existing Hermes queue keeps working), persistent messages, manual
 /// acknowledgements after the handlers, publisher confirms (a `send` that returned is on the
@@ -136,7 +154,7 @@ impl RabbitMqDriver {
 
     /// The queue holding undecodable messages.
     pub fn quarantine_queue(&self) -> String {
-        format!("{}.quarantine", self.inner.queue)
+        quarantine_queue(&self.inner.queue)
     }
 
     /// The connected session, connecting (again) when there is none or it was lost.
@@ -253,7 +271,7 @@ impl RabbitMqDriver {
             .find(|l| (**l as f64) <= remaining_ms)
             .copied()
             .unwrap_or(DELAY_LEVELS_MS[0]);
-        let delay_queue = format!("{target}.delay.{level}");
+        let delay_queue = delay_queue(target, level);
         let mut arguments = FieldTable::default();
         arguments.insert("x-message-ttl".into(), AMQPValue::LongLongInt(level as i64));
         arguments.insert(

@@ -17,4 +17,4 @@ mod config;
 mod driver;
 
 pub use config::RabbitMqOptions;
-pub use driver::{DELAY_LEVELS_MS, RabbitMqDriver};
+pub use driver::{DELAY_LEVELS_MS, RabbitMqDriver, delay_queue, quarantine_queue, queues_of};

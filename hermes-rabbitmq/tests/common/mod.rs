@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use hermes_core::{Error, async_trait};
-use hermes_rabbitmq::{DELAY_LEVELS_MS, RabbitMqDriver, RabbitMqOptions};
+use hermes_rabbitmq::{RabbitMqDriver, RabbitMqOptions, quarantine_queue, queues_of};
 use hermes_testkit::suite::Harness;
 use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::FieldTable;
@@ -83,7 +83,7 @@ impl Harness for RabbitHarness {
         };
         let count = channel
             .queue_declare(
-                format!("{queue}.quarantine").as_str().into(),
+                quarantine_queue(queue).as_str().into(),
                 passive,
                 FieldTable::default(),
             )
@@ -108,20 +108,12 @@ impl Harness for RabbitHarness {
             format!("{queue}-high"),
             format!("{queue}-low"),
         ] {
-            let mut names = vec![base.clone()];
-            names.extend(DELAY_LEVELS_MS.iter().map(|l| format!("{base}.delay.{l}")));
-            for name in names {
+            for name in queues_of(&base) {
                 let _ = channel
                     .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
                     .await;
             }
         }
-        let _ = channel
-            .queue_delete(
-                format!("{queue}.quarantine").as_str().into(),
-                QueueDeleteOptions::default(),
-            )
-            .await;
         let _ = connection.close(200, "bye".into()).await;
     }
 }
