@@ -1,6 +1,7 @@
 //! RabbitMQ driver throughput beside raw lapin loops in the same run: emit with publisher
-//! confirms (raw: publish + confirm loop), handle with a no-op handler at concurrency 1 and 8
-//! (raw: a consume-and-ack loop at prefetch 1 and 16), and the idle emit-to-handle latency.
+//! confirms (raw: publish + confirm loop), handle with a no-op handler at prefetch 1 /
+//! concurrency 1, prefetch 1 / concurrency 8 and prefetch 16 / concurrency 8 (raw: a
+//! consume-and-ack loop at the same prefetch), and the idle emit-to-handle latency.
 //!
 //! `cargo bench -p hermes-rabbitmq --bench rabbitmq` (`HERMES_AMQP_URL`, `HERMES_BENCH_N`,
 //! default 5,000 messages per figure).
@@ -97,7 +98,13 @@ async fn raw_consume(connection: &Connection, queue: &str, n: usize, prefetch: u
 }
 
 fn driver(queue: &str) -> RabbitMqDriver {
-    RabbitMqDriver::new(&url(), queue, RabbitMqOptions::default()).unwrap()
+    driver_with_prefetch(queue, 1)
+}
+
+fn driver_with_prefetch(queue: &str, prefetch: u16) -> RabbitMqDriver {
+    let mut options = RabbitMqOptions::default();
+    options.prefetch = prefetch;
+    RabbitMqDriver::new(&url(), queue, options).unwrap()
 }
 
 async fn fill(connection: &Connection, queue: &str, n: usize) {
@@ -132,11 +139,11 @@ async fn main() {
     );
     raw_consume(&connection, &queue, 2 * n, 16).await;
 
-    for (concurrency, prefetch) in [(1, 1), (8, 16)] {
+    for (concurrency, prefetch) in [(1, 1), (8, 1), (8, 16)] {
         fill(&connection, &queue, n).await;
         let raw = raw_consume(&connection, &queue, n, prefetch).await;
         fill(&connection, &queue, n).await;
-        let mut dispatcher = Dispatcher::new(driver(&queue))
+        let mut dispatcher = Dispatcher::new(driver_with_prefetch(&queue, prefetch))
             .concurrency(concurrency)
             .max_items(n as u64);
         dispatcher.register_handler(
@@ -146,7 +153,7 @@ async fn main() {
         let start = Instant::now();
         dispatcher.handle(&[]).await.unwrap();
         print_ratio(
-            &format!("handle, concurrency {concurrency} (raw: consume, prefetch {prefetch})"),
+            &format!("handle, prefetch {prefetch}, concurrency {concurrency} (raw: consume)"),
             n,
             start.elapsed(),
             raw,
@@ -161,7 +168,7 @@ async fn main() {
     )
     .await;
     println!(
-        "{:<44} median {median:.1?}, p90 {p90:.1?} (refresh interval 100 ms)",
+        "{:<44} median {median:.1?}, p90 {p90:.1?}",
         "emit-to-handle latency, idle worker"
     );
 

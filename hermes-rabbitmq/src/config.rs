@@ -13,8 +13,40 @@ pub struct RabbitMqOptions {
     /// The properties of published messages (content type, headers, expiration, …). The
     /// delivery mode, when not set here, is 2 (persistent) for a durable queue and 1 otherwise.
     pub properties: lapin::BasicProperties,
-    /// How long an idle worker waits between two looks at the queues. Default 100 ms.
+    /// How many unacknowledged messages the broker sends ahead to each of this worker's
+    /// consumers (`basic.qos` prefetch count, one consumer per priority queue). Default 1, as in
+    /// Hermes: a message waits on the broker, where other workers can take it, until this worker
+    /// is ready for it. Raise it (e.g. 16) for throughput with a concurrent dispatcher.
+    pub prefetch: u16,
+    /// The consumer tag of the default queue's consumer; another priority queue's consumer is
+    /// tagged `<tag>.<queue>`. Default `hermes`.
+    pub consumer_tag: String,
+    /// What happens to a message body that cannot be decoded. Default
+    /// [`UndecodableAction::Quarantine`].
+    pub undecodable: UndecodableAction,
+    /// How often an idle `receive` checks that the connection is still up. Messages wake a
+    /// waiting `receive` at once; this only bounds how late a lost connection is noticed.
+    /// Default 100 ms.
     pub refresh_interval: Duration,
+}
+
+/// What the driver does with a message body that cannot be decoded. Either way `receive`
+/// reports [`Error::Undecodable`](hermes_core::Error::Undecodable) and goes on with the next
+/// message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum UndecodableAction {
+    /// Publish the body to `<queue>.quarantine` (see
+    /// [`quarantine_queue`](crate::quarantine_queue)), then acknowledge it. Nothing is lost
+    /// whatever the broker's settings.
+    #[default]
+    Quarantine,
+    /// Reject it without requeueing (`basic.nack`, `requeue = false`), as Hermes does. The
+    /// broker drops it unless the queue has a dead-letter exchange; since Hermes declares its
+    /// queue without arguments, set one with a policy, e.g.
+    /// `rabbitmqctl set_policy hermes-dlx '^hermes$' '{"dead-letter-exchange":"","dead-letter-routing-key":"hermes.dead"}' --apply-to queues`
+    /// (and declare the queue `hermes.dead`).
+    Reject,
 }
 
 impl Default for RabbitMqOptions {
@@ -22,6 +54,9 @@ impl Default for RabbitMqOptions {
         RabbitMqOptions {
             durable: true,
             properties: lapin::BasicProperties::default(),
+            prefetch: 1,
+            consumer_tag: "hermes".to_owned(),
+            undecodable: UndecodableAction::default(),
             refresh_interval: Duration::from_millis(100),
         }
     }

@@ -1,22 +1,23 @@
 //! The RabbitMQ driver.
 
-use std::collections::{HashSet, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use hermes_core::time::{poll, unix_now};
+use futures_util::StreamExt;
+use hermes_core::time::unix_now;
 use hermes_core::{
-    Capabilities, DEFAULT_PRIORITY, Delivery, Driver, Error, JsonSerializer, Message, Priority,
+    Capabilities, DEFAULT_PRIORITY, Delivery, Driver, Error, JsonSerializer, Priority,
     PriorityQueues, Receipt, Serializer, async_trait, validate_queue_name,
 };
-use lapin::options::{
-    BasicAckOptions, BasicGetOptions, BasicNackOptions, BasicPublishOptions, ConfirmSelectOptions,
-    QueueDeclareOptions,
-};
+use lapin::options::{BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions};
 use lapin::types::{AMQPValue, FieldTable};
-use lapin::{Acker, Channel, Confirmation, Connection, ConnectionProperties};
+use lapin::{Acker, BasicProperties, Consumer};
+use tokio::time::Instant;
 
-use crate::RabbitMqOptions;
+use crate::buffer::{Buffer, Buffered};
+use crate::error::lapin_error;
+use crate::session::{Consuming, Session};
+use crate::{RabbitMqOptions, UndecodableAction};
 
 pub(crate) const NAME: &str = "rabbitmq";
 
@@ -25,6 +26,13 @@ pub(crate) const NAME: &str = "rabbitmq";
 pub const DELAY_LEVELS_MS: [u64; 12] = [
     10, 40, 160, 640, 2_560, 10_240, 40_960, 163_840, 655_360, 2_621_440, 10_485_760, 41_943_040,
 ];
+
+/// How long a `receive` holding a lower-priority message waits for a higher-priority one the
+/// broker is about to deliver.
+const HIGHER_PRIORITY_PATIENCE: Duration = Duration::from_millis(250);
+
+/// How long `flush` waits for a cancelled consumer's last deliveries.
+const FORWARDER_END: Duration = Duration::from_secs(5);
 
 /// The delay queue of `queue` whose messages wait `level_ms` milliseconds.
 pub fn delay_queue(queue: &str, level_ms: u64) -> String {
@@ -45,17 +53,20 @@ pub fn queues_of(queue: &str) -> Vec<String> {
 }
 
 /// Hermes' RabbitMQ driver: one durable queue on the default exchange, declared without
-/// arguments (an existing Hermes queue keeps working), persistent messages, manual
-/// acknowledgements after the handlers, publisher confirms (a `send` that returned is on the
-/// broker).
+/// arguments (an existing Hermes queue keeps working), persistent messages, consumed with a
+/// `basic.qos` prefetch (default 1) and acknowledged after the handlers; publisher confirms (a
+/// `send` that returned is on the broker).
 ///
 /// Beyond Hermes: delays of any length without a broker plugin (delay queues
 /// `<queue>.delay.<ms>` with a TTL that dead-letter back to the queue; a message that comes back
 /// before it is due is delayed again), one queue per priority (`setup_priority_queue`), taken
 /// highest first, and reconnection after the broker restarts (unacknowledged messages are
-/// delivered again by the broker). Undecodable bodies move to `<queue>.quarantine`.
+/// delivered again by the broker). Undecodable bodies move to `<queue>.quarantine`, or are
+/// rejected as in Hermes (see [`UndecodableAction`]).
 ///
-/// Nothing connects until the first `send` or `receive`.
+/// Nothing connects until the first `send` or `receive`. A `receive` starts one consumer per
+/// selected queue; they keep running (holding up to `prefetch` messages each) until
+/// [`Driver::flush`] or until the driver is dropped, which gives their messages back.
 #[derive(Debug, Clone)]
 pub struct RabbitMqDriver {
     inner: Arc<Inner>,
@@ -69,66 +80,23 @@ struct Inner {
     serializer: Arc<dyn Serializer>,
     queues: PriorityQueues<String>,
     session: tokio::sync::Mutex<Option<Arc<Session>>>,
-    /// Messages taken from the broker for this process, not yet handed out.
-    buffer: Mutex<VecDeque<Taken>>,
-}
-
-#[derive(Debug)]
-struct Taken {
-    priority: Priority,
-    message: Message,
-    acker: Acker,
-    session: Arc<Session>,
-}
-
-/// One connection with a channel for publishing (with confirms) and one for taking messages.
-struct Session {
-    /// Taken when the session is dropped, to close it.
-    connection: Option<Connection>,
-    publisher: Channel,
-    consumer: Channel,
-    declared: Mutex<HashSet<String>>,
-}
-
-impl std::fmt::Debug for Session {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Session").finish_non_exhaustive()
-    }
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        // Closing the connection makes the broker deliver unacknowledged messages again.
-        if let (Ok(runtime), Some(connection)) = (
-            tokio::runtime::Handle::try_current(),
-            self.connection.take(),
-        ) {
-            runtime.spawn(async move {
-                let _ = connection.close(200, "bye".into()).await;
-            });
-        }
-    }
+    buffer: Buffer,
 }
 
 /// A delivered message's acknowledgement handle.
 #[derive(Debug)]
 struct RabbitReceipt {
     acker: Acker,
+    queue: String,
     session: Arc<Session>,
 }
 
-fn lapin_error(error: lapin::Error) -> Error {
-    let text = error.to_string();
-    if text.contains("PRECONDITION_FAILED") {
-        return Error::Config {
-            driver: NAME,
-            message: format!(
-                "the broker refused a queue declaration ({text}); an existing queue with other \
-                 settings (durable or not, arguments) must be deleted or used with matching options"
-            ),
-        };
-    }
-    Error::connection(NAME, error)
+/// What a look at the buffer found.
+enum Pick {
+    Found(Result<Delivery, Error>),
+    /// Only lower-priority messages, while a higher-priority one is on its way.
+    HigherComing,
+    Nothing,
 }
 
 impl RabbitMqDriver {
@@ -136,9 +104,16 @@ impl RabbitMqDriver {
     /// (`amqp://guest:guest@127.0.0.1:5672/%2f`). Nothing connects until first use.
     ///
     /// # Errors
-    /// [`Error::InvalidQueueName`] for an invalid queue name.
+    /// [`Error::InvalidQueueName`] for an invalid queue name; [`Error::Config`] for a prefetch
+    /// of 0 or an empty consumer tag.
     pub fn new(url: &str, queue: &str, options: RabbitMqOptions) -> Result<Self, Error> {
         validate_queue_name(queue)?;
+        if options.prefetch == 0 {
+            return Err(config_error("the prefetch must be at least 1"));
+        }
+        if options.consumer_tag.is_empty() || options.consumer_tag.len() > 200 {
+            return Err(config_error("the consumer tag must be 1 to 200 bytes long"));
+        }
         Ok(RabbitMqDriver {
             inner: Arc::new(Inner {
                 url: url.to_owned(),
@@ -147,7 +122,7 @@ impl RabbitMqDriver {
                 serializer: Arc::new(JsonSerializer),
                 queues: PriorityQueues::with(DEFAULT_PRIORITY, queue.to_owned()),
                 session: tokio::sync::Mutex::new(None),
-                buffer: Mutex::default(),
+                buffer: Buffer::default(),
             }),
         })
     }
@@ -161,94 +136,26 @@ impl RabbitMqDriver {
     async fn session(&self) -> Result<Arc<Session>, Error> {
         let mut slot = self.inner.session.lock().await;
         if let Some(session) = slot.as_ref()
-            && session
-                .connection
-                .as_ref()
-                .is_some_and(|c| c.status().connected())
-            && session.publisher.status().connected()
-            && session.consumer.status().connected()
+            && session.alive()
         {
             return Ok(session.clone());
         }
         *slot = None;
-        let connection = Connection::connect(&self.inner.url, ConnectionProperties::default())
-            .await
-            .map_err(lapin_error)?;
-        let publisher = connection.create_channel().await.map_err(lapin_error)?;
-        publisher
-            .confirm_select(ConfirmSelectOptions::default())
-            .await
-            .map_err(lapin_error)?;
-        let consumer = connection.create_channel().await.map_err(lapin_error)?;
-        let session = Arc::new(Session {
-            connection: Some(connection),
-            publisher,
-            consumer,
-            declared: Mutex::default(),
-        });
+        let options = &self.inner.options;
+        let session =
+            Arc::new(Session::open(&self.inner.url, options.durable, options.prefetch).await?);
         *slot = Some(session.clone());
         Ok(session)
     }
 
-    /// Declares `queue` once per session, with `arguments`.
-    async fn declare(
-        &self,
-        session: &Session,
-        queue: &str,
-        arguments: FieldTable,
-    ) -> Result<(), Error> {
-        if session
-            .declared
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(queue)
-        {
-            return Ok(());
-        }
-        let options = QueueDeclareOptions {
-            durable: self.inner.options.durable,
-            ..QueueDeclareOptions::default()
-        };
-        session
-            .publisher
-            .queue_declare(queue.into(), options, arguments)
-            .await
-            .map_err(lapin_error)?;
-        session
-            .declared
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(queue.to_owned());
-        Ok(())
-    }
-
-    /// Publishes `body` to `queue` (declared plainly) and waits for the broker's confirm.
-    async fn publish(&self, session: &Session, queue: &str, body: &[u8]) -> Result<(), Error> {
-        let properties = &self.inner.options.properties;
-        let mode = properties
+    /// The properties of a published message: the user's, with a delivery mode.
+    fn properties(&self) -> BasicProperties {
+        let options = &self.inner.options;
+        let mode = options
+            .properties
             .delivery_mode()
-            .unwrap_or(if self.inner.options.durable { 2 } else { 1 });
-        let confirm = session
-            .publisher
-            .basic_publish(
-                "".into(),
-                queue.into(),
-                BasicPublishOptions::default(),
-                body,
-                properties.clone().with_delivery_mode(mode),
-            )
-            .await
-            .map_err(lapin_error)?
-            .await
-            .map_err(lapin_error)?;
-        match confirm {
-            Confirmation::Nack(_) => Err(Error::driver(
-                NAME,
-                format!("the broker refused a message for {queue}"),
-                true,
-            )),
-            _ => Ok(()),
-        }
+            .unwrap_or(if options.durable { 2 } else { 1 });
+        options.properties.clone().with_delivery_mode(mode)
     }
 
     /// Puts `body`, due at `due`, on its way to `target`: into the target when due, else into
@@ -260,10 +167,11 @@ impl RabbitMqDriver {
         body: &[u8],
         due: Option<f64>,
     ) -> Result<(), Error> {
+        // The target must exist, also for a delayed message to land when dead-lettered.
+        session.declare(target, FieldTable::default()).await?;
         let remaining_ms = due.map_or(0.0, |at| (at - unix_now()) * 1000.0);
         if remaining_ms <= 0.0 {
-            self.declare(session, target, FieldTable::default()).await?;
-            return self.publish(session, target, body).await;
+            return session.publish(target, body, self.properties()).await;
         }
         let level = DELAY_LEVELS_MS
             .iter()
@@ -282,76 +190,242 @@ impl RabbitMqDriver {
             "x-dead-letter-routing-key".into(),
             AMQPValue::LongString(target.into()),
         );
-        // The target must exist for the dead-lettered message to land.
-        self.declare(session, target, FieldTable::default()).await?;
-        self.declare(session, &delay_queue, arguments).await?;
-        self.publish(session, &delay_queue, body).await
+        session.declare(&delay_queue, arguments).await?;
+        session.publish(&delay_queue, body, self.properties()).await
     }
 
-    /// Takes the next due message of `queues` into the buffer; returns whether one arrived.
-    async fn take(&self, queues: &[(Priority, String)]) -> Result<bool, Error> {
-        let session = self.session().await?;
+    /// The consumer tag for `queue`.
+    fn consumer_tag(&self, queue: &str) -> String {
+        let tag = &self.inner.options.consumer_tag;
+        if queue == self.inner.queue {
+            tag.clone()
+        } else {
+            format!("{tag}.{queue}")
+        }
+    }
+
+    /// Makes sure `session` consumes every queue of `queues`.
+    ///
+    /// A consumer is started in a task of its own, so a dropped `receive` never leaves a
+    /// consumer on the broker without its forwarder.
+    async fn consume(
+        &self,
+        session: &Arc<Session>,
+        queues: &[(Priority, String)],
+    ) -> Result<(), Error> {
+        {
+            let consumers = session.consumers.lock().await;
+            if queues.iter().all(|(_, q)| consumers.contains_key(q)) {
+                return Ok(());
+            }
+        }
+        let driver = self.clone();
+        let session = session.clone();
+        let queues = queues.to_vec();
+        tokio::spawn(async move { driver.start_consumers(&session, &queues).await })
+            .await
+            .map_err(|e| Error::driver(NAME, format!("starting consumers: {e}"), true))?
+    }
+
+    async fn start_consumers(
+        &self,
+        session: &Arc<Session>,
+        queues: &[(Priority, String)],
+    ) -> Result<(), Error> {
+        let mut consumers = session.consumers.lock().await;
         for (priority, queue) in queues {
-            self.declare(&session, queue, FieldTable::default()).await?;
-            loop {
-                let got = session
-                    .consumer
-                    .basic_get(queue.as_str().into(), BasicGetOptions::default())
-                    .await
-                    .map_err(lapin_error)?;
-                let Some(got) = got else { break };
-                let delivery = got.delivery;
-                let message = match self.inner.serializer.deserialize(&delivery.data) {
-                    Ok(message) => message,
-                    Err(source) => {
-                        let quarantine = self.quarantine_queue();
-                        self.declare(&session, &quarantine, FieldTable::default())
+            if consumers.contains_key(queue) {
+                continue;
+            }
+            session.declare(queue, FieldTable::default()).await?;
+            let tag = self.consumer_tag(queue);
+            let consumer = session
+                .consumer
+                .basic_consume(
+                    queue.as_str().into(),
+                    tag.as_str().into(),
+                    BasicConsumeOptions::default(),
+                    FieldTable::default(),
+                )
+                .await
+                .map_err(lapin_error)?;
+            let forwarder = tokio::spawn(forward(
+                Arc::downgrade(&self.inner),
+                Arc::downgrade(session),
+                queue.clone(),
+                *priority,
+                consumer,
+            ));
+            consumers.insert(queue.clone(), Consuming { tag, forwarder });
+        }
+        Ok(())
+    }
+
+    /// Files one delivery of `queue`: a due message goes to the buffer; an early one is delayed
+    /// again; an undecodable one is quarantined or rejected and reported.
+    async fn accept(
+        &self,
+        session: &Arc<Session>,
+        queue: &str,
+        priority: Priority,
+        delivery: lapin::message::Delivery,
+    ) -> Result<(), Error> {
+        let message = match self.inner.serializer.deserialize(&delivery.data) {
+            Ok(message) => message,
+            Err(source) => {
+                let quarantine = match self.inner.options.undecodable {
+                    UndecodableAction::Reject => {
+                        let options = BasicNackOptions {
+                            requeue: false,
+                            ..BasicNackOptions::default()
+                        };
+                        delivery.acker.nack(options).await.map_err(lapin_error)?;
+                        format!(
+                            "nowhere: rejected from the RabbitMQ queue {queue}, kept only by \
+                             its dead-letter policy"
+                        )
+                    }
+                    _ => {
+                        let quarantine = quarantine_queue(queue);
+                        session.declare(&quarantine, FieldTable::default()).await?;
+                        session
+                            .publish(&quarantine, &delivery.data, self.properties())
                             .await?;
-                        self.publish(&session, &quarantine, &delivery.data).await?;
                         delivery
                             .acker
                             .ack(BasicAckOptions::default())
                             .await
                             .map_err(lapin_error)?;
-                        return Err(Error::Undecodable {
-                            quarantine: format!("the RabbitMQ queue {quarantine}"),
-                            source,
-                        });
+                        format!("the RabbitMQ queue {quarantine}")
                     }
                 };
-                if message.execute_at().is_some_and(|at| at > unix_now()) {
-                    // Back from a delay queue before it is due: delay it again.
-                    self.route(&session, queue, &delivery.data, message.execute_at())
-                        .await?;
-                    delivery
-                        .acker
-                        .ack(BasicAckOptions::default())
-                        .await
-                        .map_err(lapin_error)?;
-                    continue;
-                }
-                self.buffer().push_back(Taken {
-                    priority: *priority,
-                    message,
-                    acker: delivery.acker,
-                    session: session.clone(),
+                self.inner.buffer.push(Buffered::Undecodable {
+                    priority,
+                    quarantine,
+                    source,
                 });
-                return Ok(true);
+                return Ok(());
+            }
+        };
+        if message.execute_at().is_some_and(|at| at > unix_now()) {
+            // Back from a delay queue before it is due: delay it again.
+            self.route(session, queue, &delivery.data, message.execute_at())
+                .await?;
+            return delivery
+                .acker
+                .ack(BasicAckOptions::default())
+                .await
+                .map(drop)
+                .map_err(lapin_error);
+        }
+        session.delivered(queue);
+        self.inner.buffer.push(Buffered::Message {
+            priority,
+            queue: queue.to_owned(),
+            message,
+            acker: delivery.acker,
+            session: session.clone(),
+        });
+        Ok(())
+    }
+
+    /// Takes the best buffered delivery of `queues`. When `patient`, a lower-priority message
+    /// is not taken while a higher-priority queue has messages its consumer is about to get.
+    async fn pick(
+        &self,
+        session: &Session,
+        queues: &[(Priority, String)],
+        patient: bool,
+    ) -> Result<Pick, Error> {
+        let selected: Vec<Priority> = queues.iter().map(|(p, _)| *p).collect();
+        let Some(best) = self.inner.buffer.best(&selected) else {
+            return Ok(Pick::Nothing);
+        };
+        if patient {
+            let prefetch = usize::from(self.inner.options.prefetch);
+            for (_, queue) in queues.iter().filter(|(p, _)| *p > best) {
+                if session.unacked(queue) < prefetch && session.ready(queue).await? > 0 {
+                    return Ok(Pick::HigherComing);
+                }
             }
         }
-        Ok(false)
+        let Some(item) = self.inner.buffer.take(&selected) else {
+            return Ok(Pick::Nothing);
+        };
+        Ok(Pick::Found(match item {
+            Buffered::Message {
+                priority,
+                queue,
+                message,
+                acker,
+                session,
+            } => Ok(Delivery::new(
+                message,
+                priority,
+                Receipt::new(RabbitReceipt {
+                    acker,
+                    queue,
+                    session,
+                }),
+            )),
+            Buffered::Undecodable {
+                quarantine, source, ..
+            } => Err(Error::Undecodable { quarantine, source }),
+        }))
     }
 
-    fn buffer(&self) -> std::sync::MutexGuard<'_, VecDeque<Taken>> {
-        self.inner.buffer.lock().unwrap_or_else(|e| e.into_inner())
+    /// Settles `delivery` with `settle` (ack or nack).
+    async fn settle(
+        &self,
+        delivery: &Delivery,
+        settle: impl AsyncFnOnce(&Acker) -> Result<(), lapin::Error>,
+    ) -> Result<(), Error> {
+        let receipt = delivery.receipt().expect::<RabbitReceipt>(NAME)?;
+        let result = settle(&receipt.acker).await;
+        receipt.session.settled(&receipt.queue);
+        match result {
+            Ok(()) => Ok(()),
+            // The channel is gone: the broker delivers the message again.
+            Err(_) if !receipt.session.alive() => {
+                tracing::warn!(
+                    "The channel closed before the acknowledgement; the broker delivers the message again"
+                );
+                Ok(())
+            }
+            Err(e) => Err(lapin_error(e)),
+        }
     }
+}
 
-    fn take_buffered(&self, priorities: &[Priority]) -> Option<Taken> {
-        let mut buffer = self.buffer();
-        let index = buffer
-            .iter()
-            .position(|t| priorities.is_empty() || priorities.contains(&t.priority))?;
-        buffer.remove(index)
+fn config_error(message: &str) -> Error {
+    Error::Config {
+        driver: NAME,
+        message: message.to_owned(),
+    }
+}
+
+/// Moves the deliveries of one consumer into the driver's buffer until the consumer ends (its
+/// channel closed or it was cancelled) or the driver is dropped.
+async fn forward(
+    inner: Weak<Inner>,
+    session: Weak<Session>,
+    queue: String,
+    priority: Priority,
+    mut consumer: Consumer,
+) {
+    while let Some(Ok(delivery)) = consumer.next().await {
+        let (Some(inner), Some(session)) = (inner.upgrade(), session.upgrade()) else {
+            break;
+        };
+        let driver = RabbitMqDriver { inner };
+        if let Err(error) = driver.accept(&session, &queue, priority, delivery).await {
+            // Left unacknowledged: the broker delivers it again on the next session.
+            tracing::warn!("A delivery from {queue} could not be filed: {error}");
+        }
+    }
+    if let Some(inner) = inner.upgrade() {
+        // Waiting receives look at the connection again.
+        inner.buffer.arrived.notify_waiters();
     }
 }
 
@@ -373,7 +447,7 @@ impl Driver for RabbitMqDriver {
         Ok(())
     }
 
-    async fn send(&self, message: &Message, priority: Priority) -> Result<(), Error> {
+    async fn send(&self, message: &hermes_core::Message, priority: Priority) -> Result<(), Error> {
         let target = self.inner.queues.get(priority)?;
         let body = self.inner.serializer.serialize(message)?;
         let session = self.session().await?;
@@ -381,66 +455,111 @@ impl Driver for RabbitMqDriver {
             .await
     }
 
+    /// Waits for a delivery from the consumers of the selected queues, starting them on first
+    /// use (and again after a reconnection).
+    ///
+    /// # Cancellation safety
+    /// Safe: a delivery is only taken out of the driver's buffer when it is returned.
     async fn receive(
         &self,
         priorities: &[Priority],
         wait: Duration,
     ) -> Result<Option<Delivery>, Error> {
         let queues = self.inner.queues.selected(priorities)?;
-        poll(wait, self.inner.options.refresh_interval, || async {
-            loop {
-                if let Some(taken) = self.take_buffered(priorities) {
-                    let receipt = RabbitReceipt {
-                        acker: taken.acker,
-                        session: taken.session,
-                    };
-                    return Ok(Some(Delivery::new(
-                        taken.message,
-                        taken.priority,
-                        Receipt::new(receipt),
-                    )));
+        let deadline = Instant::now() + wait;
+        let mut patience: Option<Instant> = None;
+        loop {
+            let session = self.session().await?;
+            self.consume(&session, &queues).await?;
+            let arrived = self.inner.buffer.arrived.notified();
+            tokio::pin!(arrived);
+            arrived.as_mut().enable();
+            let patient = patience.is_none_or(|until| Instant::now() < until);
+            let pause = match self.pick(&session, &queues, patient).await? {
+                Pick::Found(delivery) => return delivery.map(Some),
+                Pick::HigherComing => {
+                    patience.get_or_insert_with(|| Instant::now() + HIGHER_PRIORITY_PATIENCE);
+                    Duration::from_millis(5)
                 }
-                // In a task of its own, so a dropped `receive` leaves what it took in the
-                // buffer.
-                let driver = self.clone();
-                let selected = queues.clone();
-                let took = tokio::spawn(async move { driver.take(&selected).await })
-                    .await
-                    .map_err(|e| Error::driver(NAME, format!("take task: {e}"), true))??;
-                if !took {
-                    return Ok(None);
+                Pick::Nothing => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return Ok(None);
+                    }
+                    (deadline - now).min(self.inner.options.refresh_interval)
                 }
+            };
+            tokio::select! {
+                _ = &mut arrived => {}
+                _ = tokio::time::sleep(pause) => {}
             }
+        }
+    }
+
+    async fn ack(&self, delivery: &Delivery) -> Result<(), Error> {
+        self.settle(delivery, async |acker| {
+            acker.ack(BasicAckOptions::default()).await.map(drop)
         })
         .await
     }
 
-    async fn ack(&self, delivery: &Delivery) -> Result<(), Error> {
-        let receipt = delivery.receipt().expect::<RabbitReceipt>(NAME)?;
-        acknowledge(receipt, receipt.acker.ack(BasicAckOptions::default()).await)
+    async fn nack(&self, delivery: &Delivery) -> Result<(), Error> {
+        self.settle(delivery, async |acker| {
+            let options = BasicNackOptions {
+                requeue: true,
+                ..BasicNackOptions::default()
+            };
+            acker.nack(options).await.map(drop)
+        })
+        .await
     }
 
-    async fn nack(&self, delivery: &Delivery) -> Result<(), Error> {
-        let receipt = delivery.receipt().expect::<RabbitReceipt>(NAME)?;
-        let options = BasicNackOptions {
+    /// Stops this process's consumers and gives back the messages they delivered that no
+    /// `receive` took. A later `receive` starts the consumers again.
+    async fn flush(&self) -> Result<(), Error> {
+        let session = self.inner.session.lock().await.clone();
+        if let Some(session) = session {
+            let consumers: Vec<Consuming> = session
+                .consumers
+                .lock()
+                .await
+                .drain()
+                .map(|(_, c)| c)
+                .collect();
+            for consuming in consumers {
+                if session.alive() {
+                    let _ = session
+                        .consumer
+                        .basic_cancel(consuming.tag.as_str().into(), BasicCancelOptions::default())
+                        .await;
+                }
+                // The consumer ends after the deliveries the broker sent before the cancel.
+                if tokio::time::timeout(FORWARDER_END, consuming.forwarder)
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!("A consumer did not end within {FORWARDER_END:?} of its cancel");
+                }
+            }
+        }
+        let requeue = BasicNackOptions {
             requeue: true,
             ..BasicNackOptions::default()
         };
-        acknowledge(receipt, receipt.acker.nack(options).await)
-    }
-}
-
-/// An acknowledgement whose channel is gone is not an error: the broker delivers the message
-/// again.
-fn acknowledge(receipt: &RabbitReceipt, result: Result<bool, lapin::Error>) -> Result<(), Error> {
-    match result {
-        Ok(_) => Ok(()),
-        Err(_) if !receipt.session.consumer.status().connected() => {
-            tracing::warn!(
-                "The channel closed before the acknowledgement; the broker delivers the message again"
-            );
-            Ok(())
+        for item in self.inner.buffer.drain() {
+            if let Buffered::Message {
+                acker,
+                queue,
+                session,
+                ..
+            } = item
+            {
+                session.settled(&queue);
+                if session.alive() {
+                    acker.nack(requeue).await.map_err(lapin_error)?;
+                }
+            }
         }
-        Err(e) => Err(lapin_error(e)),
+        Ok(())
     }
 }

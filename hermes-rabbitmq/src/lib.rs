@@ -13,8 +13,11 @@
 //! # Ok(()) }
 //! ```
 
+mod buffer;
 mod config;
 mod driver;
+mod error;
+mod session;
 
-pub use config::RabbitMqOptions;
+pub use config::{RabbitMqOptions, UndecodableAction};
 pub use driver::{DELAY_LEVELS_MS, RabbitMqDriver, delay_queue, quarantine_queue, queues_of};

@@ -29,6 +29,8 @@ async fn hermes_json_from_a_plain_client_is_handled_and_ours_reads_back_raw() {
     assert_eq!(d.message().id(), "php-1");
     assert_eq!(d.message().payload().unwrap()["to"], "a/b@x.sk");
     driver.ack(&d).await.unwrap();
+    // The worker's consumer would take the next message: stop it.
+    driver.flush().await.unwrap();
 
     let m = Message::builder("t")
         .id("rust-1")

@@ -5,21 +5,12 @@
 mod common;
 
 use std::collections::HashSet;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::RabbitHarness;
+use common::{RabbitHarness, rabbitmqctl};
 use hermes_core::{DEFAULT_PRIORITY, Dispatcher, Driver, Message, handler_fn};
 use hermes_testkit::suite::{Harness, unique_queue_name};
-
-fn rabbitmqctl(args: &[&str]) {
-    let status = Command::new("rabbitmqctl")
-        .args(args)
-        .status()
-        .expect("rabbitmqctl is installed with the broker");
-    assert!(status.success(), "rabbitmqctl {args:?}");
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_restart_loses_no_confirmed_message() {
@@ -54,11 +45,11 @@ async fn a_broker_restart_loses_no_confirmed_message() {
     let mut refused = 0;
     for i in 0..60 {
         if i == 20 {
-            rabbitmqctl(&["stop_app"]);
+            let _ = rabbitmqctl(&["stop_app"]);
         }
         if i == 25 {
-            rabbitmqctl(&["start_app"]);
-            rabbitmqctl(&["await_startup"]);
+            let _ = rabbitmqctl(&["start_app"]);
+            let _ = rabbitmqctl(&["await_startup"]);
         }
         let m = Message::builder("job")
             .payload(&serde_json::json!({"i": i}))

@@ -27,6 +27,37 @@ pub async fn raw() -> Result<Connection, String> {
         .map_err(|e| format!("cannot connect to {}: {e}", amqp_url()))
 }
 
+/// How many messages wait in `queue`, ready for delivery (0 when it does not exist).
+pub async fn ready(queue: &str) -> u32 {
+    let connection = raw().await.expect("the broker is reachable");
+    let channel = connection.create_channel().await.expect("a channel");
+    let passive = QueueDeclareOptions {
+        passive: true,
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    let count = channel
+        .queue_declare(queue.into(), passive, FieldTable::default())
+        .await
+        .map_or(0, |q| q.message_count());
+    let _ = connection.close(200, "bye".into()).await;
+    count
+}
+
+/// Runs `rabbitmqctl` with `args` and returns what it printed.
+pub fn rabbitmqctl(args: &[&str]) -> String {
+    let output = std::process::Command::new("rabbitmqctl")
+        .args(args)
+        .output()
+        .expect("rabbitmqctl runs");
+    assert!(
+        output.status.success(),
+        "rabbitmqctl {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 /// The conformance harness: each test has its own queues on the shared broker.
 pub struct RabbitHarness;
 
@@ -74,23 +105,7 @@ impl Harness for RabbitHarness {
     }
 
     async fn quarantined(&self, queue: &str) -> Result<usize, Error> {
-        let connection = raw().await.expect("the broker is reachable");
-        let channel = connection.create_channel().await.expect("a channel");
-        let passive = QueueDeclareOptions {
-            passive: true,
-            durable: true,
-            ..QueueDeclareOptions::default()
-        };
-        let count = channel
-            .queue_declare(
-                quarantine_queue(queue).as_str().into(),
-                passive,
-                FieldTable::default(),
-            )
-            .await
-            .map_or(0, |q| q.message_count() as usize);
-        let _ = connection.close(200, "bye".into()).await;
-        Ok(count)
+        Ok(ready(&quarantine_queue(queue)).await as usize)
     }
 
     /// A claimed message comes back as soon as its connection closes.

@@ -1,0 +1,88 @@
+//! Deliveries the broker pushed to this process, waiting for a `receive`.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use hermes_core::{DecodeError, Message, Priority};
+use lapin::Acker;
+use tokio::sync::Notify;
+
+use crate::session::Session;
+
+/// One thing a consumer delivered.
+#[derive(Debug)]
+pub(crate) enum Buffered {
+    /// A due message, unacknowledged on the broker.
+    Message {
+        priority: Priority,
+        queue: String,
+        message: Message,
+        acker: Acker,
+        session: Arc<Session>,
+    },
+    /// A body that could not be decoded; it was already quarantined or rejected.
+    Undecodable {
+        priority: Priority,
+        quarantine: String,
+        source: DecodeError,
+    },
+}
+
+impl Buffered {
+    fn priority(&self) -> Priority {
+        match self {
+            Buffered::Message { priority, .. } | Buffered::Undecodable { priority, .. } => {
+                *priority
+            }
+        }
+    }
+
+    /// A message whose session is gone: the broker delivers it again on a new one.
+    fn stale(&self) -> bool {
+        matches!(self, Buffered::Message { session, .. } if !session.alive())
+    }
+}
+
+/// The deliveries, oldest first, and a wake-up for waiting receives.
+#[derive(Debug, Default)]
+pub(crate) struct Buffer {
+    items: Mutex<VecDeque<Buffered>>,
+    pub(crate) arrived: Notify,
+}
+
+impl Buffer {
+    /// Adds a delivery and wakes one waiting receive.
+    pub(crate) fn push(&self, item: Buffered) {
+        self.lock().push_back(item);
+        self.arrived.notify_one();
+    }
+
+    /// The highest priority among buffered deliveries of `selected` priorities, after dropping
+    /// those of a lost session.
+    pub(crate) fn best(&self, selected: &[Priority]) -> Option<Priority> {
+        let mut items = self.lock();
+        items.retain(|item| !item.stale());
+        items
+            .iter()
+            .map(Buffered::priority)
+            .filter(|p| selected.contains(p))
+            .max()
+    }
+
+    /// Takes the oldest delivery of the highest buffered priority among `selected`.
+    pub(crate) fn take(&self, selected: &[Priority]) -> Option<Buffered> {
+        let best = self.best(selected)?;
+        let mut items = self.lock();
+        let index = items.iter().position(|item| item.priority() == best)?;
+        items.remove(index)
+    }
+
+    /// Takes every delivery.
+    pub(crate) fn drain(&self) -> Vec<Buffered> {
+        self.lock().drain(..).collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Buffered>> {
+        self.items.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
