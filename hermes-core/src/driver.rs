@@ -138,6 +138,7 @@ pub struct Delivery {
     message: Message,
     priority: Priority,
     receipt: Receipt,
+    lease: Option<Duration>,
 }
 
 impl Delivery {
@@ -147,7 +148,23 @@ impl Delivery {
             message,
             priority,
             receipt,
+            lease: None,
         }
+    }
+
+    /// The same delivery, claimed for `lease` from now: unless it is acknowledged or
+    /// [extended](Driver::extend) within that time, the backend delivers the message again. The
+    /// [`Dispatcher`](crate::Dispatcher) extends the claim of a running handler's message by
+    /// `lease` every `lease / 2`, on drivers with [`Capabilities::extend`].
+    pub fn with_lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// How long the claim lasted when the message was received; `None` when it does not
+    /// expire (the backend redelivers only when the connection goes).
+    pub fn lease(&self) -> Option<Duration> {
+        self.lease
     }
 
     /// The message.

@@ -321,7 +321,8 @@ impl FileSystemDriver {
                             file,
                             claimed: Mutex::new(claimed),
                         };
-                        Ok(Ok(Delivery::new(message, *priority, Receipt::new(receipt))))
+                        let delivery = Delivery::new(message, *priority, Receipt::new(receipt));
+                        Ok(Ok(self.leased(delivery)))
                     }
                     Err(source) => {
                         let to = queue.quarantine(&claimed, &file);
@@ -334,6 +335,16 @@ impl FileSystemDriver {
             }
         }
         Ok(Err(next_due))
+    }
+
+    /// `delivery` with its lease: the visibility timeout, when claims expire.
+    fn leased(&self, delivery: Delivery) -> Delivery {
+        let visibility = self.inner.options.visibility_timeout;
+        if visibility.is_zero() {
+            delivery
+        } else {
+            delivery.with_lease(visibility)
+        }
     }
 
     fn capabilities_for(options: &FileSystemOptions) -> Capabilities {

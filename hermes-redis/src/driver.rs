@@ -255,11 +255,17 @@ impl RedisSetDriver {
             claimed: self.at_least_once(),
         };
         match self.inner.serializer.deserialize(&receipt.body) {
-            Ok(message) => Ok(Delivery::new(
-                message,
-                receipt.priority,
-                Receipt::new(receipt),
-            )),
+            Ok(message) => {
+                let at_least_once = receipt.claimed;
+                let delivery = Delivery::new(message, receipt.priority, Receipt::new(receipt));
+                // A prefetched claim is handed out within half the visibility timeout, so at
+                // least that much of it is left.
+                Ok(if at_least_once {
+                    delivery.with_lease(self.inner.options.visibility_timeout / 2)
+                } else {
+                    delivery
+                })
+            }
             Err(source) => {
                 let keys = [
                     self.inner.keys.quarantine.as_str(),

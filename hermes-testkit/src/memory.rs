@@ -230,11 +230,10 @@ impl MemoryDriver {
                         deadline,
                     },
                 );
-                Ok(Some(Delivery::new(
-                    message,
-                    priority,
-                    Receipt::new(LeaseId(id)),
-                )))
+                Ok(Some(
+                    Delivery::new(message, priority, Receipt::new(LeaseId(id)))
+                        .with_lease(self.shared.options.visibility_timeout),
+                ))
             }
             Err(source) => {
                 state.quarantine.push(body);

@@ -58,6 +58,7 @@ pub(super) async fn process(ctx: &Context, delivery: Delivery) {
         biased;
         () = ctx.abort.cancelled() => None,
         retry = run_handlers(&ctx.handlers, message, delivery.priority()) => Some(retry),
+        never = keep_claimed(ctx, &delivery) => match never {},
     };
     let Some(retry) = outcome else {
         tracing::warn!(
@@ -81,6 +82,27 @@ pub(super) async fn process(ctx: &Context, delivery: Delivery) {
     }
     if let Err(e) = with_retries(ctx, || ctx.driver.ack(&delivery)).await {
         ctx.fail(e);
+    }
+}
+
+/// Extends the claim of `delivery` by its lease every half lease, for as long as it is polled;
+/// never returns. Idle on drivers whose claims do not expire.
+async fn keep_claimed(ctx: &Context, delivery: &Delivery) -> std::convert::Infallible {
+    let lease = delivery
+        .lease()
+        .filter(|lease| !lease.is_zero() && ctx.driver.capabilities().extend);
+    let Some(lease) = lease else {
+        return std::future::pending().await;
+    };
+    loop {
+        tokio::time::sleep(lease / 2).await;
+        if let Err(e) = ctx.driver.extend(delivery, lease).await {
+            tracing::warn!(
+                id = delivery.message().id(),
+                "Extending the claim of message #{} failed - {e}",
+                delivery.message().id()
+            );
+        }
     }
 }
 

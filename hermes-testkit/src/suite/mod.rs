@@ -133,6 +133,7 @@ macro_rules! conformance_suite {
             ack_removes_for_good,
             vanished_instance_message_redelivered,
             extend_keeps_claim,
+            dispatcher_keeps_a_slow_handlers_claim,
             concurrent_consumers_each_message_once,
             undecodable_input_is_quarantined,
             empty_receive_returns_within_wait,

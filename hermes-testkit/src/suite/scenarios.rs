@@ -1,6 +1,7 @@
 //! The scenarios. Each takes the harness and a queue name of its own, and panics on failure.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -399,6 +400,43 @@ pub async fn extend_keeps_claim<H: Harness>(h: &H, queue: &str) -> Outcome {
     }
     ack(&first, &claimed).await;
     expect_none(&second, &[], vt + BRIEF).await;
+    Outcome::Passed
+}
+
+/// A dispatcher whose handler runs for 2.5 visibility timeouts keeps the message claimed
+/// (it extends the claim by the delivery's lease): a second worker never gets it, and it runs
+/// once.
+pub async fn dispatcher_keeps_a_slow_handlers_claim<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver: Arc<dyn Driver> = Arc::new(open(h, queue).await);
+    if !driver.capabilities().extend || !driver.capabilities().at_least_once {
+        return Outcome::lacks("extend");
+    }
+    send(&driver, &message("slow", 1), DEFAULT_PRIORITY).await;
+    let vt = h.visibility_timeout();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = calls.clone();
+    let mut dispatcher = Dispatcher::from_arc(driver.clone())
+        .concurrency(2)
+        .max_items(2);
+    dispatcher.register_handler(
+        "slow",
+        Arc::new(handler_fn(move |_m: Message| {
+            let counter = counter.clone();
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(vt * 2 + vt / 2).await;
+                Ok(true)
+            }
+        })),
+    );
+    // Never ends on its own (one message, two max items): stopped after the handler finished.
+    let _ = tokio::time::timeout(vt * 3 + BRIEF, dispatcher.handle(&[])).await;
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "the slow message ran twice"
+    );
+    expect_none(&driver, &[], vt + BRIEF).await;
     Outcome::Passed
 }
 
