@@ -515,31 +515,3 @@ fn rand_u64() -> u64 {
     use std::hash::{BuildHasher, RandomState};
     RandomState::new().hash_one(std::time::SystemTime::now())
 }
-
-#[tokio::test]
-async fn a_slow_handler_keeps_its_claim_and_runs_once() {
-    let mut options = hermes_testkit::MemoryOptions::default();
-    options.visibility_timeout = Duration::from_millis(300);
-    let driver = Arc::new(MemoryDriver::with_options(options).unwrap());
-    queue(&driver, "slow-1", "t", DEFAULT_PRIORITY).await;
-    let calls = Arc::new(AtomicUsize::new(0));
-    let counter = calls.clone();
-    let mut dispatcher = Dispatcher::from_arc(driver.clone())
-        .concurrency(2)
-        .max_items(2);
-    dispatcher.register_handler(
-        "t",
-        Arc::new(handler_fn(move |_m: Message| {
-            let counter = counter.clone();
-            async move {
-                counter.fetch_add(1, Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_millis(1200)).await;
-                Ok(true)
-            }
-        })),
-    );
-    // Four leases long: without extension the idle second worker would take the message again.
-    let _ = tokio::time::timeout(Duration::from_millis(2000), dispatcher.handle(&[])).await;
-    assert_eq!(calls.load(Ordering::SeqCst), 1, "the message ran twice");
-    assert!(driver.is_empty(), "the slow message was acknowledged");
-}
