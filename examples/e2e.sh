@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # End to end for the report-export example of a driver: `examples/e2e.sh filesystem`,
-# `examples/e2e.sh redis` or `examples/e2e.sh rabbitmq`. Queues three exports (a normal one, an urgent one, one delayed by
+# `examples/e2e.sh redis`, `examples/e2e.sh rabbitmq` or `examples/e2e.sh sqs`. Queues three exports (a normal one, an urgent one, one delayed by
 # 3 s), runs a worker, checks that the urgent export ran first and the delayed one not before its
 # time, then stops two workers with the example's shutdown program and checks that they exit
 # cleanly. The programs are `<example>-emit`, `<example>-worker` and `<example>-shutdown`.
 set -euo pipefail
-example=${1:?usage: examples/e2e.sh filesystem|redis|rabbitmq}
+example=${1:?usage: examples/e2e.sh filesystem|redis|rabbitmq|sqs}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
@@ -22,6 +22,7 @@ export HERMES_DIR
 # Keys and queues of their own for this run, on a shared broker.
 export HERMES_REDIS_KEY="e2e-$(basename "$HERMES_DIR" | tr -dc 'a-zA-Z0-9')"
 export HERMES_RABBITMQ_QUEUE="$HERMES_REDIS_KEY"
+export HERMES_SQS_QUEUE="$HERMES_REDIS_KEY"
 log="$HERMES_DIR/exports.log"
 pids=()
 cleanup() {
@@ -34,6 +35,14 @@ cleanup() {
   if [ "$example" = rabbitmq ] && command -v rabbitmqctl >/dev/null; then
     rabbitmqctl -q list_queues name 2>/dev/null | grep "^$HERMES_RABBITMQ_QUEUE" |
       while read -r name; do rabbitmqctl -q delete_queue "$name" >/dev/null 2>&1 || true; done
+  fi
+  if [ "$example" = sqs ]; then
+    # The local SQS server takes unsigned requests; only the service in the credential scope counts.
+    local endpoint=${HERMES_SQS_ENDPOINT:-http://127.0.0.1:4566}
+    for name in "$HERMES_SQS_QUEUE" "${HERMES_SQS_QUEUE}_high" "$HERMES_SQS_QUEUE-quarantine"; do
+      curl -s -o /dev/null -H 'Authorization: AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/sqs/aws4_request, SignedHeaders=host, Signature=0' \
+        -d "Action=DeleteQueue&QueueUrl=$endpoint/123456789012/$name" "$endpoint/" || true
+    done
   fi
   rm -rf "$HERMES_DIR"
 }

@@ -77,3 +77,29 @@ ensure_rabbitmq() {
   wait_for 30 bash -c 'exec 3<>/dev/tcp/127.0.0.1/5672'
   started+=("rabbitmqctl stop")
 }
+
+# An SQS-compatible server (moto, from PyPI) on 127.0.0.1:4566, installed into a virtualenv.
+ensure_sqs() {
+  if (exec 3<>/dev/tcp/127.0.0.1/4566) 2>/dev/null; then
+    return 0
+  fi
+  local venv=/var/tmp/hermes-moto-venv
+  if [ ! -x "$venv/bin/moto_server" ]; then
+    echo "installing moto[server] into $venv"
+    need python3 python3
+    if ! python3 -m venv "$venv" >/dev/null 2>&1; then
+      rm -rf "$venv"
+      apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+      python3 -m venv "$venv"
+    fi
+    "$venv/bin/pip" install -q --disable-pip-version-check 'moto[server]'
+  fi
+  echo "starting moto (SQS) on 127.0.0.1:4566"
+  # moto's ReceiveMessage checks and claims a message without a lock, so two concurrent
+  # receives can both get it; a long GIL switch interval makes that check
+  # and claim run in one go (waiting long polls release the GIL all the same).
+  "$venv/bin/python" -c 'import sys; sys.setswitchinterval(1.0); from moto.server import main; sys.exit(main())' \
+    -H 127.0.0.1 -p 4566 >/tmp/hermes-moto.log 2>&1 &
+  started+=("kill $!")
+  wait_for 60 bash -c 'exec 3<>/dev/tcp/127.0.0.1/4566'
+}

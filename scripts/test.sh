@@ -19,7 +19,7 @@ trap cleanup EXIT
 
 # shellcheck source=scripts/services.sh
 source scripts/services.sh
-for service in ${HERMES_SERVICES:-redis redis_cluster rabbitmq}; do
+for service in ${HERMES_SERVICES:-redis redis_cluster rabbitmq sqs}; do
   "ensure_$service"
 done
 
@@ -31,11 +31,12 @@ passed=$(awk '/^test result:/ { for (i = 1; i < NF; i++) if ($(i + 1) ~ /^passed
   END { print s + 0 }' "$results")
 
 if [ "$*" = "--workspace" ]; then
-  # The README's run command, and the Redis (both clients) and RabbitMQ examples, end to end.
+  # The README's run command, and the Redis (both clients), RabbitMQ and SQS examples, end to end.
   ./examples/filesystem/e2e.sh
   ./examples/redis/e2e.sh
   ./examples/rabbitmq/e2e.sh
-  passed=$((passed + 4))
+  ./examples/sqs/e2e.sh
+  passed=$((passed + 5))
 fi
 echo
 echo "total: $passed passed, 0 failed"

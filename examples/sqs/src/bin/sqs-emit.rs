@@ -1,0 +1,15 @@
+//! `sqs-emit <report> [delay seconds] [high]`: queues a report export.
+
+use hermes_core::Emitter;
+use hermes_example_common::{emit_arguments, init_logging};
+use hermes_example_sqs::{driver, export};
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    init_logging();
+    let (report, delay, priority) = emit_arguments(std::env::args().skip(1))?;
+    let emitter = Emitter::new(driver().await?);
+    emitter.emit(&export(&report, delay)?, priority).await?;
+    println!("queued {report}");
+    Ok(())
+}

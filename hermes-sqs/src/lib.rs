@@ -1,0 +1,50 @@
+//! The Amazon SQS driver of Hermes, on `aws-sdk-sqs`: Hermes' behaviour (the queue created or
+//! found by name on first use, the body Hermes' JSON unchanged, long polling, deletion only
+//! after the handlers ran), plus delays of any length, priorities as one queue per priority,
+//! visibility extension for slow handlers and a dead-letter queue for undecodable bodies.
+//!
+//! You build the SQS client as for any AWS SDK program, usually with `aws-config`; point its
+//! endpoint elsewhere for an SQS-compatible server. This crate enables no HTTP client or TLS
+//! stack of its own: `aws-config` with its default features brings the SDK's HTTPS client.
+//!
+//! ```no_run
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), hermes_core::Error> {
+//! use std::collections::HashMap;
+//! use std::sync::Arc;
+//! use hermes_core::{Dispatcher, EchoHandler, Emitter, Message, DEFAULT_PRIORITY};
+//! use hermes_sqs::SqsDriver;
+//! use hermes_sqs::aws_sdk_sqs::{self, types::QueueAttributeName};
+//!
+//! // Region and credentials from the environment, as every AWS SDK program.
+//! let config = aws_config::load_from_env().await;
+//! let client = aws_sdk_sqs::Client::new(&config);
+//! let attributes = HashMap::from([(QueueAttributeName::VisibilityTimeout, "300".to_owned())]);
+//! let driver = Arc::new(SqsDriver::new(client, "hermes", attributes)?);
+//!
+//! // The web process sends the job and returns.
+//! Emitter::from_arc(driver.clone())
+//!     .emit(&Message::new("send-email"), DEFAULT_PRIORITY)
+//!     .await?;
+//!
+//! // The worker long-polls the queue and deletes each message after its handlers ran.
+//! let mut dispatcher = Dispatcher::from_arc(driver);
+//! dispatcher.register_handler("send-email", Arc::new(EchoHandler::new()));
+//! dispatcher.handle(&[]).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! See [`SqsDriver`] for the guarantees and [`SqsOptions`] for the settings.
+
+mod config;
+mod driver;
+mod error;
+mod names;
+
+pub use config::{MAX_BATCH_SIZE, MAX_DELAY, MAX_WAIT_TIME, SqsOptions};
+pub use driver::SqsDriver;
+pub use names::{MAX_QUEUE_NAME_LEN, QUARANTINE_SUFFIX, quarantine_queue};
+
+/// The SDK this driver is built on, re-exported so that the client you pass in is of the same
+/// version.
+pub use aws_sdk_sqs;

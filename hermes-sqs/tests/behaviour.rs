@@ -1,0 +1,398 @@
+//! The SQS driver against plain SDK clients (Hermes' wire format both ways), delays longer
+//! than SQS allows, priorities without a long poll per empty queue, batches given back on
+//! shutdown, the quarantine, and a server that cannot be reached.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{client, count, open, options, queue_url, sqs_or_skip};
+use hermes_core::time::unix_now;
+use hermes_core::{
+    DEFAULT_PRIORITY, Dispatcher, Driver, Error, JsonSerializer, Message, Serializer, handler_fn,
+};
+use hermes_sqs::aws_sdk_sqs::Client;
+use hermes_sqs::{SqsDriver, SqsOptions, quarantine_queue};
+use hermes_testkit::suite::unique_queue_name;
+
+const PHP_JSON: &str = r#"{"message":{"id":"php-1","type":"send-email","created":1637617498.172724,"payload":{"to":"a\/b@x.sk","name":"\u017dlt\u00fd k\u00f4\u0148"},"execute_at":null,"retries":0}}"#;
+
+/// Sends `body` to the queue called `queue` with the plain SDK, as a PHP emitter would.
+async fn send_raw(client: &Client, queue: &str, body: &str) {
+    let url = queue_url(client, queue).await;
+    client
+        .send_message()
+        .queue_url(url)
+        .message_body(body)
+        .send()
+        .await
+        .expect("sending with the SDK");
+}
+
+/// Takes the bodies of the existing queue called `queue` with the plain SDK, deleting them.
+async fn take_raw(client: &Client, queue: &str) -> Vec<String> {
+    let url = client
+        .get_queue_url()
+        .queue_name(queue)
+        .send()
+        .await
+        .expect("the queue exists")
+        .queue_url
+        .expect("a queue URL");
+    let received = client
+        .receive_message()
+        .queue_url(&url)
+        .max_number_of_messages(10)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .expect("receiving with the SDK");
+    let mut bodies = Vec::new();
+    for message in received.messages.unwrap_or_default() {
+        client
+            .delete_message()
+            .queue_url(&url)
+            .set_receipt_handle(message.receipt_handle)
+            .send()
+            .await
+            .expect("deleting with the SDK");
+        bodies.extend(message.body);
+    }
+    bodies
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hermes_json_from_a_plain_client_is_handled_and_ours_reads_back_raw() {
+    if !sqs_or_skip().await {
+        return;
+    }
+    let queue = unique_queue_name("wire");
+    let sdk = client().await;
+    send_raw(&sdk, &queue, PHP_JSON).await;
+    let driver = open(&queue, options()).await;
+    let d = driver
+        .receive(&[], Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("the PHP message");
+    let m = d.message();
+    assert_eq!(
+        (m.id(), m.message_type(), m.created(), m.retries()),
+        ("php-1", "send-email", 1637617498.172724, 0)
+    );
+    assert_eq!(m.payload().unwrap()["to"], "a/b@x.sk");
+    assert_eq!(m.payload().unwrap()["name"], "Žltý kôň");
+    driver.ack(&d).await.unwrap();
+
+    let ours = Message::builder("send-email")
+        .id("rust-1")
+        .created(1700000000.0)
+        .payload(&serde_json::json!({"to": "a/b@x.sk"}))
+        .build()
+        .unwrap();
+    driver.send(&ours, DEFAULT_PRIORITY).await.unwrap();
+    let bodies = take_raw(&sdk, &queue).await;
+    assert_eq!(
+        bodies,
+        [
+            r#"{"message":{"id":"rust-1","type":"send-email","created":1700000000,"payload":{"to":"a\/b@x.sk"},"execute_at":null,"retries":0}}"#
+        ]
+    );
+    assert_eq!(
+        bodies[0].as_bytes(),
+        JsonSerializer.serialize(&ours).unwrap(),
+        "the body is Hermes' JSON, unchanged"
+    );
+    common::cleanup(&queue).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delay_longer_than_the_cap_is_sent_again_until_due() {
+    if !sqs_or_skip().await {
+        return;
+    }
+    let queue = unique_queue_name("long-delay");
+    let mut options = options();
+    options.max_delay = Duration::from_secs(2); // stands in for SQS's 900 s
+    let driver = open(&queue, options).await;
+    let delayed = Message::builder("later")
+        .delay(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let due = delayed.execute_at().unwrap();
+    driver.send(&delayed, DEFAULT_PRIORITY).await.unwrap();
+
+    let d = driver
+        .receive(&[], Duration::from_secs(15))
+        .await
+        .unwrap()
+        .expect("the delayed message, once due");
+    let now = unix_now();
+    assert_eq!(d.message(), &delayed, "the copies sent again are unchanged");
+    assert!(now >= due - 0.001, "delivered {:.3}s early", due - now);
+    assert!(now < due + 3.0, "delivered {:.3}s late", now - due);
+    driver.ack(&d).await.unwrap();
+    assert_eq!(
+        count(&client().await, &queue).await,
+        0,
+        "each early copy was deleted"
+    );
+    common::cleanup(&queue).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delayed_message_from_a_plain_client_waits_until_due() {
+    if !sqs_or_skip().await {
+        return;
+    }
+    // PHP Hermes sends `execute_at` without a delay: the worker delays it.
+    let queue = unique_queue_name("php-delay");
+    let due = unix_now() + 2.0;
+    let body = PHP_JSON.replace(r#""execute_at":null"#, &format!(r#""execute_at":{due}"#));
+    send_raw(&client().await, &queue, &body).await;
+    let driver = open(&queue, options()).await;
+    let d = driver
+        .receive(&[], Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("the delayed message, once due");
+    assert_eq!(d.message().id(), "php-1");
+    assert!(unix_now() >= due - 0.001, "delivered early");
+    driver.ack(&d).await.unwrap();
+    common::cleanup(&queue).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_higher_queues_cost_no_long_poll_each() {
+    if !sqs_or_skip().await {
+        return;
+    }
+    let queue = unique_queue_name("priorities");
+    let mut options = options();
+    options.wait_time = Duration::from_secs(5);
+    let driver = open(&queue, options).await;
+    for (name, priority) in [("high", 300), ("mid", 200), ("low", 50)] {
+        driver
+            .setup_priority_queue(&format!("{queue}-{name}"), priority)
+            .unwrap();
+    }
+    // A message on the lowest queue, the others empty: found at once.
+    driver.send(&Message::new("low"), 50).await.unwrap();
+    driver.queue_url(DEFAULT_PRIORITY).await.unwrap(); // created, empty
+    let start = Instant::now();
+    let d = driver
+        .receive(&[], Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("the low message");
+    assert_eq!((d.message().message_type(), d.priority()), ("low", 50));
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        start.elapsed()
+    );
+    driver.ack(&d).await.unwrap();
+
+    // While every queue is empty, a message arriving on any of them ends the wait.
+    let sender = driver.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        sender.send(&Message::new("mid"), 200).await.unwrap();
+    });
+    let start = Instant::now();
+    let d = driver
+        .receive(&[], Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("the mid message");
+    assert_eq!((d.message().message_type(), d.priority()), ("mid", 200));
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        start.elapsed()
+    );
+    driver.ack(&d).await.unwrap();
+    driver.flush().await.unwrap();
+    common::cleanup(&queue).await;
+    for name in ["high", "mid"] {
+        common::delete_queue(&client().await, &format!("{queue}-{name}")).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_is_handed_out_one_by_one_and_the_rest_given_back_on_shutdown() {
+    if !sqs_or_skip().await {
+        return;
+    }
+    let queue = unique_queue_name("batch");
+    let mut options = options();
+    // Long enough that a message not given back would not come back during the test.
+    options.visibility_timeout = Some(Duration::from_secs(60));
+    let driver = open(&queue, options.clone()).await;
+    let mut sent = Vec::new();
+    for i in 0..5 {
+        let m = Message::builder("job")
+            .payload(&serde_json::json!({ "n": i }))
+            .build()
+            .unwrap();
+        driver.send(&m, DEFAULT_PRIORITY).await.unwrap();
+        sent.push(m.id().to_owned());
+    }
+
+    // A worker handles two and is shut down.
+    let handled = Arc::new(Mutex::new(Vec::new()));
+    let record = handled.clone();
+    let mut dispatcher = Dispatcher::new(driver.clone()).max_items(2);
+    dispatcher.register_handler(
+        "job",
+        Arc::new(handler_fn(move |m: Message| {
+            let record = record.clone();
+            async move {
+                record.lock().unwrap().push(m.id().to_owned());
+                Ok(true)
+            }
+        })),
+    );
+    dispatcher.handle(&[]).await.unwrap();
+    assert_eq!(handled.lock().unwrap().len(), 2);
+
+    // Another instance gets the other three at once, not after the visibility timeout.
+    let other = open(&queue, options).await;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) && handled.lock().unwrap().len() < 5 {
+        if let Some(d) = other.receive(&[], Duration::from_secs(1)).await.unwrap() {
+            handled.lock().unwrap().push(d.message().id().to_owned());
+            other.ack(&d).await.unwrap();
+        }
+    }
+    let mut handled = handled.lock().unwrap().clone();
+    handled.sort();
+    sent.sort();
+    assert_eq!(handled, sent, "each message once, none held back");
+    other.flush().await.unwrap();
+    common::cleanup(&queue).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_ends_a_long_poll_promptly() {
+    if !sqs_or_skip().await {
+        return;
+    }
+    let queue = unique_queue_name("shutdown");
+    let driver = open(&queue, options()).await;
+    driver.queue_url(DEFAULT_PRIORITY).await.unwrap();
+    let dispatcher = Dispatcher::new(driver);
+    let token = dispatcher.cancellation_token();
+    let worker = tokio::spawn(async move { dispatcher.handle(&[]).await });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let start = Instant::now();
+    token.cancel();
+    worker.await.unwrap().unwrap();
+    assert!(
+        start.elapsed() < Duration::from_millis(1500),
+        "took {:?}",
+        start.elapsed()
+    );
+    common::cleanup(&queue).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undecodable_body_moves_unchanged_to_the_quarantine() {
+    if !sqs_or_skip().await {
+        return;
+    }
+    let queue = unique_queue_name("quarantine");
+    let sdk = client().await;
+    let garbage = r#"{"message":{"type":"no-id-nor-created"}}"#;
+    send_raw(&sdk, &queue, garbage).await;
+    let driver = open(&queue, options()).await;
+    let err = driver
+        .receive(&[], Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, Error::Undecodable { .. }), "{text}");
+    assert!(text.contains(&quarantine_queue(&queue)), "{text}");
+    assert!(
+        !text.contains("no-id-nor-created"),
+        "quotes the body: {text}"
+    );
+    assert_eq!(driver.quarantine_queue(), quarantine_queue(&queue));
+    assert_eq!(take_raw(&sdk, &quarantine_queue(&queue)).await, [garbage]);
+    assert_eq!(count(&sdk, &queue).await, 0, "deleted from the queue");
+    common::cleanup(&queue).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_server_is_a_temporary_error() {
+    // Nothing listens on port 1 of the loopback address.
+    let config = hermes_sqs::aws_sdk_sqs::Config::builder()
+        .behavior_version_latest()
+        .region(hermes_sqs::aws_sdk_sqs::config::Region::new("us-east-1"))
+        .credentials_provider(hermes_sqs::aws_sdk_sqs::config::Credentials::new(
+            "AKIDTEST", "secret", None, None, "test",
+        ))
+        .endpoint_url("http://127.0.0.1:1")
+        .http_client(aws_smithy_http_client::Builder::new().build_http())
+        .build();
+    let driver = SqsDriver::new(Client::from_conf(config), "hermes", Default::default()).unwrap();
+    let err = tokio::time::timeout(
+        Duration::from_secs(30),
+        driver.send(&Message::new("t"), DEFAULT_PRIORITY),
+    )
+    .await
+    .expect("an answer, not a hang")
+    .unwrap_err();
+    assert!(err.is_temporary(), "{err}");
+    assert!(matches!(err, Error::Connection { .. }), "{err}");
+    assert!(!err.to_string().contains("secret"), "{err}");
+}
+
+#[test]
+fn names_and_options_outside_sqs_limits_are_refused() {
+    let config = hermes_sqs::aws_sdk_sqs::Config::builder()
+        .behavior_version_latest()
+        .build();
+    let client = Client::from_conf(config);
+    for bad in ["jobs.fifo", "a/b", &"x".repeat(70)] {
+        let err = SqsDriver::new(client.clone(), bad, Default::default()).unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidQueueName { .. }),
+            "{bad}: {err}"
+        );
+    }
+    let driver = SqsDriver::new(client.clone(), &"x".repeat(69), Default::default()).unwrap();
+    driver.setup_priority_queue(&"y".repeat(80), 5).unwrap();
+    assert!(driver.setup_priority_queue(&"y".repeat(81), 5).is_err());
+    assert!(driver.setup_priority_queue("a.b", 5).is_err());
+
+    let mut wait = SqsOptions::default();
+    wait.wait_time = Duration::from_secs(21);
+    let mut batch = SqsOptions::default();
+    batch.batch_size = 11;
+    let mut delay = SqsOptions::default();
+    delay.max_delay = Duration::from_secs(901);
+    for options in [wait, batch, delay] {
+        let err = SqsDriver::with_options(client.clone(), "jobs", options).unwrap_err();
+        assert!(matches!(err, Error::Config { .. }), "{err}");
+    }
+}
+
+#[test]
+fn debug_output_names_the_queues_and_no_client_secrets() {
+    let config = hermes_sqs::aws_sdk_sqs::Config::builder()
+        .behavior_version_latest()
+        .credentials_provider(hermes_sqs::aws_sdk_sqs::config::Credentials::new(
+            "AKIDTEST",
+            "very-secret",
+            None,
+            None,
+            "test",
+        ))
+        .build();
+    let driver = SqsDriver::new(Client::from_conf(config), "jobs", Default::default()).unwrap();
+    let text = format!("{driver:?}");
+    assert!(text.contains("jobs-quarantine"), "{text}");
+    assert!(!text.contains("very-secret"), "{text}");
+}

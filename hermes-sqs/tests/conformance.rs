@@ -1,0 +1,15 @@
+//! The conformance suite on the SQS driver, against the SQS-compatible server at
+//! `HERMES_SQS_ENDPOINT` (default http://127.0.0.1:4566, moto), directly and through
+//! `Arc<dyn Driver>`.
+
+mod common;
+
+mod direct {
+    hermes_testkit::conformance_suite!(super::common::SqsHarness);
+}
+
+mod dyn_driver {
+    hermes_testkit::conformance_suite!(hermes_testkit::suite::DynHarness(
+        super::common::SqsHarness
+    ));
+}
