@@ -143,8 +143,57 @@ pub fn exit_status(result: Result<(), hermes_core::Error>) -> std::process::Exit
 
 /// Helpers for the examples' crash tests.
 pub mod testing {
+    use std::collections::BTreeMap;
     use std::path::Path;
+    use std::process::{Child, Command, Stdio};
     use std::time::{Duration, Instant};
+
+    use hermes_core::Message;
+
+    use crate::EXPORT;
+
+    /// An export of `report` whose handler takes `seconds`.
+    pub fn slow_export(report: &str, seconds: u64) -> Message {
+        Message::builder(EXPORT)
+            .payload(&serde_json::json!({ "report": report, "seconds": seconds }))
+            .build()
+            .expect("a valid export")
+    }
+
+    /// Starts the worker program `program` (a `CARGO_BIN_EXE_…` path) on the example directory
+    /// `dir`, with the settings `env`, its output discarded.
+    pub fn start_worker(program: &str, dir: &Path, env: &[(&str, &str)]) -> Child {
+        Command::new(program)
+            .env("HERMES_DIR", dir)
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting the worker")
+    }
+
+    /// Waits up to `timeout` until the export log of `dir` has as many lines as `reports`,
+    /// then checks (half a second later, so a late duplicate shows) that each report was
+    /// exported exactly once. Returns when the last export was seen.
+    pub fn assert_each_exported_once(
+        dir: &Path,
+        reports: &[(String, u64)],
+        timeout: Duration,
+    ) -> Instant {
+        wait_until("every export", timeout, || {
+            exported(dir).len() >= reports.len()
+        });
+        let done = Instant::now();
+        std::thread::sleep(Duration::from_millis(500));
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for report in exported(dir) {
+            *counts.entry(report).or_default() += 1;
+        }
+        let expected: BTreeMap<String, usize> =
+            reports.iter().map(|(r, _)| (r.clone(), 1)).collect();
+        assert_eq!(counts, expected, "every export exactly once");
+        done
+    }
 
     /// The reports in the export log of `dir`, in the order they finished.
     pub fn exported(dir: &Path) -> Vec<String> {

@@ -1,25 +1,25 @@
 //! A worker killed with SIGKILL in the middle of a handler: after the visibility timeout another
 //! worker runs that export; every other export runs exactly once and nothing is lost.
 
-use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-use hermes_core::{DEFAULT_PRIORITY, Driver, Message, SharedFileShutdown, Shutdown};
-use hermes_example_common::testing::{crash_test_reports, exits_cleanly, exported, wait_until};
-use hermes_example_filesystem::{EXPORT, driver, shutdown_file};
+use hermes_core::{DEFAULT_PRIORITY, Driver, SharedFileShutdown, Shutdown};
+use hermes_example_common::testing::{
+    assert_each_exported_once, crash_test_reports, exits_cleanly, exported, slow_export,
+    start_worker, wait_until,
+};
+use hermes_example_filesystem::{driver, shutdown_file};
 
-const VISIBILITY_SECONDS: u64 = 2;
+const VISIBILITY_SECONDS: &str = "2";
 
 fn worker(dir: &Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_filesystem-worker"))
-        .env("HERMES_DIR", dir)
-        .env("HERMES_VISIBILITY_TIMEOUT", VISIBILITY_SECONDS.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting the worker")
+    start_worker(
+        env!("CARGO_BIN_EXE_filesystem-worker"),
+        dir,
+        &[("HERMES_VISIBILITY_TIMEOUT", VISIBILITY_SECONDS)],
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -31,11 +31,10 @@ async fn a_worker_killed_mid_handler_loses_nothing() {
     let emitter = driver(&dir).unwrap();
     let reports = crash_test_reports();
     for (report, seconds) in &reports {
-        let m = Message::builder(EXPORT)
-            .payload(&serde_json::json!({ "report": report, "seconds": seconds }))
-            .build()
+        emitter
+            .send(&slow_export(report, *seconds), DEFAULT_PRIORITY)
+            .await
             .unwrap();
-        emitter.send(&m, DEFAULT_PRIORITY).await.unwrap();
     }
 
     // The first worker runs ten exports, then takes the slow one and is killed in its handler.
@@ -61,18 +60,8 @@ async fn a_worker_killed_mid_handler_loses_nothing() {
 
     // The second worker runs the rest at once, and the slow one after the visibility timeout.
     let mut second = worker(&dir);
-    wait_until("every export", Duration::from_secs(60), || {
-        exported(&dir).len() >= 21
-    });
-    assert!(killed_at.elapsed() >= Duration::from_secs(VISIBILITY_SECONDS));
-    std::thread::sleep(Duration::from_millis(500));
-
-    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    for report in exported(&dir) {
-        *counts.entry(report).or_default() += 1;
-    }
-    let expected: BTreeMap<String, usize> = names.iter().map(|r| (r.clone(), 1)).collect();
-    assert_eq!(counts, expected, "every export exactly once");
+    let done = assert_each_exported_once(&dir, &reports, Duration::from_secs(60));
+    assert!(done - killed_at >= Duration::from_secs(2));
     assert_eq!(std::fs::read_dir(&processing).unwrap().count(), 0);
     assert_eq!(
         std::fs::read_dir(dir.join("exports/new")).unwrap().count(),

@@ -2,23 +2,22 @@
 //! and delivers the unacknowledged export again to the next worker; every other export runs
 //! exactly once and nothing is lost. Runs against the broker at `HERMES_AMQP_URL`.
 
-use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
-use hermes_core::{DEFAULT_PRIORITY, Driver, Message, SharedFileShutdown, Shutdown};
-use hermes_example_common::testing::{crash_test_reports, exits_cleanly, exported, wait_until};
-use hermes_example_rabbitmq::EXPORT;
+use hermes_core::{DEFAULT_PRIORITY, Driver, SharedFileShutdown, Shutdown};
+use hermes_example_common::testing::{
+    assert_each_exported_once, crash_test_reports, exits_cleanly, exported, slow_export,
+    start_worker, wait_until,
+};
 
 fn worker(dir: &Path, queue: &str) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_rabbitmq-worker"))
-        .env("HERMES_DIR", dir)
-        .env("HERMES_RABBITMQ_QUEUE", queue)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting the worker")
+    start_worker(
+        env!("CARGO_BIN_EXE_rabbitmq-worker"),
+        dir,
+        &[("HERMES_RABBITMQ_QUEUE", queue)],
+    )
 }
 
 fn queue_depth(queue: &str) -> String {
@@ -46,10 +45,7 @@ async fn a_worker_killed_mid_handler_loses_nothing() {
         hermes_rabbitmq::RabbitMqDriver::new(&url, &queue, Default::default()).unwrap()
     };
     let send = async |report: &str, seconds: u64| {
-        let m = Message::builder(EXPORT)
-            .payload(&serde_json::json!({ "report": report, "seconds": seconds }))
-            .build()
-            .unwrap();
+        let m = slow_export(report, seconds);
         emitter.send(&m, DEFAULT_PRIORITY).await.unwrap();
     };
 
@@ -70,16 +66,7 @@ async fn a_worker_killed_mid_handler_loses_nothing() {
     assert!(exported(&dir).is_empty(), "the slow export never finished");
 
     let mut second = worker(&dir, &queue);
-    wait_until("every export", Duration::from_secs(60), || {
-        exported(&dir).len() >= 21
-    });
-    std::thread::sleep(Duration::from_millis(500));
-    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    for report in exported(&dir) {
-        *counts.entry(report).or_default() += 1;
-    }
-    let expected: BTreeMap<String, usize> = reports.iter().map(|(r, _)| (r.clone(), 1)).collect();
-    assert_eq!(counts, expected, "every export exactly once");
+    assert_each_exported_once(&dir, &reports, Duration::from_secs(60));
 
     SharedFileShutdown::new(dir.join("shutdown"))
         .shutdown(None)

@@ -2,28 +2,30 @@
 //! visibility timeout and another worker runs that export; every other export runs exactly
 //! once and nothing is lost. Runs against the Redis at `HERMES_REDIS_URL`, with both clients.
 
-use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use hermes_core::{DEFAULT_PRIORITY, Driver, Message, Shutdown};
-use hermes_example_common::testing::{crash_test_reports, exits_cleanly, exported, wait_until};
-use hermes_example_redis::{EXPORT, Settings};
+use hermes_core::{DEFAULT_PRIORITY, Driver, Shutdown};
+use hermes_example_common::testing::{
+    assert_each_exported_once, crash_test_reports, exits_cleanly, exported, slow_export,
+    start_worker, wait_until,
+};
+use hermes_example_redis::Settings;
 
 const VISIBILITY_SECONDS: u64 = 2;
 
 fn worker(dir: &Path, settings: &Settings) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_redis-worker"))
-        .env("HERMES_DIR", dir)
-        .env("HERMES_REDIS_URL", &settings.url)
-        .env("HERMES_REDIS_KEY", &settings.key)
-        .env("HERMES_REDIS_CLIENT", &settings.client)
-        .env("HERMES_VISIBILITY_TIMEOUT", VISIBILITY_SECONDS.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting the worker")
+    start_worker(
+        env!("CARGO_BIN_EXE_redis-worker"),
+        dir,
+        &[
+            ("HERMES_REDIS_URL", &settings.url),
+            ("HERMES_REDIS_KEY", &settings.key),
+            ("HERMES_REDIS_CLIENT", &settings.client),
+            ("HERMES_VISIBILITY_TIMEOUT", &VISIBILITY_SECONDS.to_string()),
+        ],
+    )
 }
 
 fn redis_cli(settings: &Settings, args: &[&str]) -> String {
@@ -37,11 +39,10 @@ fn redis_cli(settings: &Settings, args: &[&str]) -> String {
 }
 
 async fn send(driver: &impl Driver, report: &str, seconds: u64) {
-    let m = Message::builder(EXPORT)
-        .payload(&serde_json::json!({ "report": report, "seconds": seconds }))
-        .build()
+    driver
+        .send(&slow_export(report, seconds), DEFAULT_PRIORITY)
+        .await
         .unwrap();
-    driver.send(&m, DEFAULT_PRIORITY).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -80,22 +81,12 @@ async fn a_worker_killed_mid_handler_loses_nothing() {
 
         // The second worker runs the others at once and the slow one after its claim expires.
         let mut second = worker(&dir, &settings);
-        wait_until("every export", Duration::from_secs(60), || {
-            exported(&dir).len() >= 21
-        });
+        let done = assert_each_exported_once(&dir, &reports, Duration::from_secs(60));
         assert!(
-            killed_at.elapsed() + Duration::from_millis(100)
-                >= Duration::from_secs(VISIBILITY_SECONDS)
+            done - killed_at + Duration::from_millis(100)
+                >= Duration::from_secs(VISIBILITY_SECONDS),
+            "{client}: the slow export ran again before its claim expired"
         );
-        std::thread::sleep(Duration::from_millis(500));
-
-        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-        for report in exported(&dir) {
-            *counts.entry(report).or_default() += 1;
-        }
-        let expected: BTreeMap<String, usize> =
-            reports.iter().map(|(r, _)| (r.clone(), 1)).collect();
-        assert_eq!(counts, expected, "{client}: every export exactly once");
         assert_eq!(redis_cli(&settings, &["ZCARD", &in_flight]).trim(), "0");
 
         settings.shutdown(&emitter).shutdown(None).await.unwrap();

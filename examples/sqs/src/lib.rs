@@ -16,7 +16,6 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use hermes_core::{Driver as _, SharedFileShutdown};
 pub use hermes_example_common::{EXPORT, ExportHandler, PRIORITY_HIGH, directory, export};
@@ -67,9 +66,6 @@ pub async fn driver() -> Result<SqsDriver, hermes_core::Error> {
     driver.setup_priority_queue(&format!("{queue}_high"), PRIORITY_HIGH)?;
     Ok(driver)
 }
-
-/// How long a crash test's queues hide a taken message.
-pub const CRASH_VISIBILITY: Duration = Duration::from_secs(2);
 
 /// The shutdown file the workers watch.
 pub fn shutdown_file() -> PathBuf {

@@ -2,25 +2,26 @@
 //! visibility timeout (2 s here) runs out, and the next worker runs it; every other export runs
 //! exactly once and nothing is lost. Runs against the server at `HERMES_SQS_ENDPOINT`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-use hermes_core::{DEFAULT_PRIORITY, Driver, Message, SharedFileShutdown, Shutdown};
-use hermes_example_common::testing::{crash_test_reports, exits_cleanly, exported, wait_until};
-use hermes_example_sqs::{EXPORT, client};
+use hermes_core::{DEFAULT_PRIORITY, Driver, SharedFileShutdown, Shutdown};
+use hermes_example_common::testing::{
+    assert_each_exported_once, crash_test_reports, exits_cleanly, exported, slow_export,
+    start_worker,
+};
+use hermes_example_sqs::client;
 use hermes_sqs::SqsDriver;
 use hermes_sqs::aws_sdk_sqs::types::QueueAttributeName;
 
 fn worker(dir: &Path, queue: &str) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_sqs-worker"))
-        .env("HERMES_DIR", dir)
-        .env("HERMES_SQS_QUEUE", queue)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting the worker")
+    start_worker(
+        env!("CARGO_BIN_EXE_sqs-worker"),
+        dir,
+        &[("HERMES_SQS_QUEUE", queue)],
+    )
 }
 
 /// How many messages of the queue at `url` are taken and not yet deleted.
@@ -51,10 +52,7 @@ async fn a_worker_killed_mid_handler_loses_nothing() {
     let emitter = SqsDriver::new(client.clone(), &queue, visibility).unwrap();
     let url = emitter.queue_url(DEFAULT_PRIORITY).await.unwrap();
     let send = async |report: &str, seconds: u64| {
-        let m = Message::builder(EXPORT)
-            .payload(&serde_json::json!({ "report": report, "seconds": seconds }))
-            .build()
-            .unwrap();
+        let m = slow_export(report, seconds);
         emitter.send(&m, DEFAULT_PRIORITY).await.unwrap();
     };
 
@@ -75,16 +73,7 @@ async fn a_worker_killed_mid_handler_loses_nothing() {
     assert!(exported(&dir).is_empty(), "the slow export never finished");
 
     let mut second = worker(&dir, &queue);
-    wait_until("every export", Duration::from_secs(90), || {
-        exported(&dir).len() >= 21
-    });
-    std::thread::sleep(Duration::from_millis(500));
-    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    for report in exported(&dir) {
-        *counts.entry(report).or_default() += 1;
-    }
-    let expected: BTreeMap<String, usize> = reports.iter().map(|(r, _)| (r.clone(), 1)).collect();
-    assert_eq!(counts, expected, "every export exactly once");
+    assert_each_exported_once(&dir, &reports, Duration::from_secs(90));
 
     SharedFileShutdown::new(dir.join("shutdown"))
         .shutdown(None)
