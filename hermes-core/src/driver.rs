@@ -27,6 +27,8 @@ pub const DEFAULT_PRIORITY: Priority = 100;
 /// - `send` to a priority without a queue, and `receive` with a filter naming one, fail with
 ///   [`Error::UnknownPriority`].
 /// - A message whose `execute_at` is in the future is not delivered before it is due.
+/// - [`send_batch`](Driver::send_batch) has the outcome of one `send` per message: each keeps
+///   its delay and its fields, and arrives once.
 /// - A message that cannot be decoded never reaches a handler, is never lost and never
 ///   delivered forever: the driver moves it to its quarantine and `receive` returns
 ///   [`Error::Undecodable`].
@@ -55,6 +57,26 @@ pub trait Driver: fmt::Debug + Send + Sync + 'static {
     /// # Cancellation safety
     /// Dropping the future may or may not have sent the message.
     async fn send(&self, message: &Message, priority: Priority) -> Result<(), Error>;
+
+    /// Puts `messages` on the queue of `priority`, with the same outcome as sending them one
+    /// by one with [`send`](Driver::send) in order: each message keeps its own delay (its
+    /// `execute_at`), and each is delivered once. Returns once the backend has all of them.
+    /// Drivers whose backend takes several messages per request override it; the default
+    /// sends each with `send`, in order, and stops at the first error. An empty slice sends
+    /// nothing.
+    ///
+    /// # Errors
+    /// As [`send`](Driver::send). On an error some of the messages may have been sent (for the
+    /// default: those before the one that failed); the driver's documentation says which.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may have sent some of the messages, none or all.
+    async fn send_batch(&self, messages: &[Message], priority: Priority) -> Result<(), Error> {
+        for message in messages {
+            self.send(message, priority).await?;
+        }
+        Ok(())
+    }
 
     /// Waits up to `wait` for a due message on the queues of `priorities` (empty = all),
     /// highest priority first, and claims it. `Ok(None)` when none arrived in time.
@@ -229,6 +251,13 @@ macro_rules! delegate_driver {
             }
             async fn send(&self, message: &Message, priority: Priority) -> Result<(), Error> {
                 (**self).send(message, priority).await
+            }
+            async fn send_batch(
+                &self,
+                messages: &[Message],
+                priority: Priority,
+            ) -> Result<(), Error> {
+                (**self).send_batch(messages, priority).await
             }
             async fn receive(
                 &self,

@@ -46,6 +46,36 @@ impl Emitter {
     /// Dropping the future may or may not have sent the message.
     pub async fn emit(&self, message: &Message, priority: Priority) -> Result<(), Error> {
         self.driver.send(message, priority).await?;
+        self.log_sent(message);
+        Ok(())
+    }
+
+    /// Sends `messages` to the queue of `priority` with the driver's
+    /// [`send_batch`](Driver::send_batch) (in as few requests as the backend allows), each with
+    /// its own delay as with [`emit`](Emitter::emit), and then logs
+    /// `Emitter send message #<id> to driver <name>` at info level for each. An empty slice
+    /// does nothing.
+    ///
+    /// # Errors
+    /// The driver's error, such as [`Error::UnknownPriority`] for a priority without a queue or
+    /// [`Error::PayloadTooLarge`]. Some of the messages may have been sent by then (the
+    /// driver's documentation says which); none is logged.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may have sent some of the messages, none or all.
+    pub async fn emit_batch(&self, messages: &[Message], priority: Priority) -> Result<(), Error> {
+        if messages.is_empty() {
+            return Ok(());
+        }
+        self.driver.send_batch(messages, priority).await?;
+        for message in messages {
+            self.log_sent(message);
+        }
+        Ok(())
+    }
+
+    /// The info line of a message the driver has.
+    fn log_sent(&self, message: &Message) {
         tracing::info!(
             id = message.id(),
             created = message.created(),
@@ -55,6 +85,5 @@ impl Emitter {
             message.id(),
             self.driver.name()
         );
-        Ok(())
     }
 }

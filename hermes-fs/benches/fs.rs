@@ -11,11 +11,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hermes_core::{
-    DEFAULT_PRIORITY, Dispatcher, Driver, JsonSerializer, Message, Serializer, handler_fn,
-};
+use hermes_core::{DEFAULT_PRIORITY, Driver, JsonSerializer, Message, Serializer};
 use hermes_fs::{FileSystemDriver, FileSystemOptions};
-use hermes_testkit::bench::print_ratio;
+use hermes_testkit::bench::{print_ratio, time_dispatch};
 
 fn sample() -> Message {
     Message::builder("report.export")
@@ -146,16 +144,7 @@ async fn drain(dir: &Path, n: usize) -> Duration {
 
 async fn dispatch(dir: &Path, n: usize, concurrency: usize) -> Duration {
     let driver = Arc::new(FileSystemDriver::with_options(dir, "q", options(false)).unwrap());
-    let mut dispatcher = Dispatcher::from_arc(driver)
-        .concurrency(concurrency)
-        .max_items(n as u64);
-    dispatcher.register_handler(
-        "report.export",
-        Arc::new(handler_fn(|_m: Message| async { Ok(true) })),
-    );
-    let start = Instant::now();
-    dispatcher.handle(&[]).await.unwrap();
-    start.elapsed()
+    time_dispatch(driver, "report.export", concurrency, n).await
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

@@ -10,11 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use hermes_core::{
-    DEFAULT_PRIORITY, Dispatcher, Emitter, JsonSerializer, Message, Serializer, handler_fn,
-};
+use hermes_core::{DEFAULT_PRIORITY, Emitter, JsonSerializer, Message, Serializer};
 use hermes_rabbitmq::{RabbitMqDriver, RabbitMqOptions, queues_of};
-use hermes_testkit::bench::{idle_latency, print_ratio};
+use hermes_testkit::bench::{idle_latency, print_ratio, time_dispatch};
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
     ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions,
@@ -143,19 +141,12 @@ async fn main() {
         fill(&connection, &queue, n).await;
         let raw = raw_consume(&connection, &queue, n, prefetch).await;
         fill(&connection, &queue, n).await;
-        let mut dispatcher = Dispatcher::new(driver_with_prefetch(&queue, prefetch))
-            .concurrency(concurrency)
-            .max_items(n as u64);
-        dispatcher.register_handler(
-            "send-email",
-            Arc::new(handler_fn(|_m: Message| async { Ok(true) })),
-        );
-        let start = Instant::now();
-        dispatcher.handle(&[]).await.unwrap();
+        let driver = Arc::new(driver_with_prefetch(&queue, prefetch));
+        let took = time_dispatch(driver, "send-email", concurrency, n).await;
         print_ratio(
             &format!("handle, prefetch {prefetch}, concurrency {concurrency} (raw: consume)"),
             n,
-            start.elapsed(),
+            took,
             raw,
         );
     }

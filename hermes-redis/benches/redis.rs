@@ -9,11 +9,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hermes_core::{
-    DEFAULT_PRIORITY, Dispatcher, Emitter, JsonSerializer, Message, Serializer, handler_fn,
-};
+use hermes_core::{DEFAULT_PRIORITY, Emitter, JsonSerializer, Message, Serializer};
 use hermes_redis::{RedisOptions, RedisSetDriver};
-use hermes_testkit::bench::{cpu_time, idle_latency, print_ratio};
+use hermes_testkit::bench::{cpu_time, idle_latency, print_ratio, time_dispatch};
 
 fn url() -> String {
     std::env::var("HERMES_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
@@ -177,16 +175,9 @@ async fn bench(fred: bool, n: usize) {
             })
             .await,
         );
-        let mut dispatcher = Dispatcher::from_arc(driver.clone())
-            .concurrency(concurrency)
-            .max_items(n as u64);
-        dispatcher.register_handler(
-            "send-email",
-            Arc::new(handler_fn(|_m: Message| async { Ok(true) })),
-        );
-        let (cpu, start) = (cpu_time(), Instant::now());
-        dispatcher.handle(&[]).await.unwrap();
-        let (took, cpu) = (start.elapsed(), cpu_time() - cpu);
+        let cpu = cpu_time();
+        let took = time_dispatch(driver.clone(), "send-email", concurrency, n).await;
+        let cpu = cpu_time() - cpu;
         print_ratio(
             &format!("handle, concurrency {concurrency} (raw: SPOP loop)"),
             n,

@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use aws_sdk_sqs::Client;
-use aws_sdk_sqs::types::{ChangeMessageVisibilityBatchRequestEntry, QueueAttributeName};
+use aws_sdk_sqs::types::{
+    ChangeMessageVisibilityBatchRequestEntry, QueueAttributeName, SendMessageBatchRequestEntry,
+};
 use hermes_core::time::unix_now;
 use hermes_core::{
     Capabilities, DEFAULT_PRIORITY, Delivery, Driver, Error, JsonSerializer, Message, Priority,
@@ -58,6 +60,9 @@ const MAX_VISIBILITY_SECONDS: f64 = 43_200.0;
 /// - **Quarantine**: an undecodable body is moved to the dead-letter queue `<queue>-quarantine`
 ///   (created on first use, keeping messages 14 days) and `receive` returns
 ///   [`Error::Undecodable`].
+/// - **Batched sends**: [`Driver::send_batch`] sends up to 10 messages per `SendMessageBatch`
+///   request (and at most [`SqsOptions::max_payload`] bytes of bodies), each with its own
+///   `DelaySeconds` as `send` would give it.
 /// - **Batches**: one `ReceiveMessage` takes up to 10 messages; the extra ones wait in this
 ///   process, claimed, and are handed out one per `receive` (their visibility is extended when
 ///   half of it is gone, and those about to become visible again are left to SQS). `flush`, which
@@ -389,6 +394,11 @@ impl SqsDriver {
         left.ceil().min(self.inner.options.max_delay.as_secs_f64()) as i32
     }
 
+    /// The `DelaySeconds` `message` is sent with now.
+    fn delay_for(&self, message: &Message) -> i32 {
+        message.execute_at().map_or(0, |at| self.delay_seconds(at))
+    }
+
     async fn send_body(
         &self,
         queue: &QueueInfo,
@@ -408,6 +418,71 @@ impl SqsDriver {
             .send()
             .await
             .map_err(|e| sdk_error("SendMessage", e))?;
+        Ok(())
+    }
+
+    /// One `SendMessageBatch` of `messages` (at most ten) with their encoded `bodies`, each
+    /// with its own delay. An entry SQS does not report as sent is sent again alone, once; the
+    /// error of that send is returned.
+    async fn send_request(
+        &self,
+        queue: &QueueInfo,
+        messages: &[Message],
+        bodies: &[String],
+    ) -> Result<(), Error> {
+        let entries = messages
+            .iter()
+            .zip(bodies)
+            .enumerate()
+            .map(|(i, (message, body))| {
+                let delay_seconds = self.delay_for(message);
+                let mut entry = SendMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .message_body(body.clone());
+                if delay_seconds > 0 {
+                    entry = entry.delay_seconds(delay_seconds);
+                }
+                entry
+                    .build()
+                    .map_err(|e| Error::driver(NAME, e.to_string(), false))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let output = self
+            .inner
+            .client
+            .send_message_batch()
+            .queue_url(&queue.url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .map_err(|e| sdk_error("SendMessageBatch", e))?;
+        for (i, (message, body)) in messages.iter().zip(bodies).enumerate() {
+            let id = i.to_string();
+            if output.successful().iter().any(|sent| sent.id() == id) {
+                continue;
+            }
+            let reason = output
+                .failed()
+                .iter()
+                .find(|failed| failed.id() == id)
+                .map_or_else(
+                    || "not reported".to_owned(),
+                    |failed| {
+                        format!(
+                            "{}: {}",
+                            failed.code(),
+                            failed.message().unwrap_or_default()
+                        )
+                    },
+                );
+            tracing::warn!(
+                queue = %queue.name,
+                "SQS did not take message #{} of a batch ({reason}); sending it alone",
+                message.id()
+            );
+            self.send_body(queue, body.clone(), self.delay_for(message))
+                .await?;
+        }
         Ok(())
     }
 
@@ -696,6 +771,21 @@ fn drain(state: &mut HashMap<String, QueueState>) -> Vec<Held> {
     held
 }
 
+/// Where the `SendMessageBatch` request of `bodies` starting at `start` ends: at most ten
+/// entries whose bodies together are at most `max_bytes` (always at least one entry).
+fn request_end(bodies: &[String], start: usize, max_bytes: usize) -> usize {
+    let mut end = start;
+    let mut bytes = 0;
+    while end < bodies.len() && end - start < MAX_BATCH_SIZE as usize {
+        bytes += bodies[end].len();
+        if end > start && bytes > max_bytes {
+            break;
+        }
+        end += 1;
+    }
+    end
+}
+
 /// Makes `held` messages visible again at once, ten per request.
 async fn give_back(client: &Client, held: Vec<Held>) -> Result<(), Error> {
     let mut by_queue: HashMap<String, Vec<String>> = HashMap::new();
@@ -775,8 +865,44 @@ impl Driver for SqsDriver {
         let name = self.inner.queues.get(priority)?;
         let body = self.encode(message)?;
         let queue = self.resolve(&name).await?;
-        let delay = message.execute_at().map_or(0, |at| self.delay_seconds(at));
-        self.send_body(&queue, body, delay).await
+        self.send_body(&queue, body, self.delay_for(message)).await
+    }
+
+    /// Sends `messages` in order with `SendMessageBatch`, ten per request at most, and fewer
+    /// when their bodies together would exceed [`SqsOptions::max_payload`] bytes (SQS's limit
+    /// for a whole request). Each message gets the `DelaySeconds` [`send`](Driver::send) would
+    /// give it, computed when its request is made. An entry SQS refuses is sent again alone,
+    /// once, with `SendMessage`.
+    ///
+    /// # Errors
+    /// [`Error::PayloadTooLarge`] (or [`Error::InvalidMessage`]) when any message is too large
+    /// (or not text): nothing is sent then. [`Error::UnknownPriority`]; SQS errors. After an
+    /// SQS error the requests before the failing one were sent. When a request itself fails,
+    /// none of its messages were sent; when the lone send of a refused entry fails, the
+    /// entries of its request that SQS took were sent, and the refused entries before it.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may have sent any number of the requests, in order.
+    async fn send_batch(&self, messages: &[Message], priority: Priority) -> Result<(), Error> {
+        if messages.is_empty() {
+            return Ok(());
+        }
+        let name = self.inner.queues.get(priority)?;
+        // All encoded and checked first: a message SQS would refuse fails the batch before
+        // anything is sent.
+        let bodies = messages
+            .iter()
+            .map(|message| self.encode(message))
+            .collect::<Result<Vec<_>, _>>()?;
+        let queue = self.resolve(&name).await?;
+        let mut start = 0;
+        while start < messages.len() {
+            let end = request_end(&bodies, start, self.inner.options.max_payload);
+            self.send_request(&queue, &messages[start..end], &bodies[start..end])
+                .await?;
+            start = end;
+        }
+        Ok(())
     }
 
     async fn receive(
@@ -869,5 +995,36 @@ impl Driver for SqsDriver {
             return Ok(());
         }
         give_back(&self.inner.client, held).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::request_end;
+
+    /// The request boundaries of bodies of `sizes` bytes under `max` bytes per request.
+    fn requests(sizes: &[usize], max: usize) -> Vec<usize> {
+        let bodies: Vec<String> = sizes.iter().map(|n| "x".repeat(*n)).collect();
+        let (mut start, mut lengths) = (0, Vec::new());
+        while start < bodies.len() {
+            let end = request_end(&bodies, start, max);
+            lengths.push(end - start);
+            start = end;
+        }
+        lengths
+    }
+
+    #[test]
+    fn requests_take_ten_entries_and_max_bytes_at_most() {
+        assert_eq!(requests(&[1; 23], 1000), [10, 10, 3]);
+        assert_eq!(requests(&[1; 10], 1000), [10]);
+        assert_eq!(requests(&[], 1000), Vec::<usize>::new());
+        // By size: 40 + 40 + 20 fit 100, the next does not.
+        assert_eq!(
+            requests(&[40, 40, 20, 1, 100, 100, 99, 1], 100),
+            [3, 1, 1, 1, 2]
+        );
+        // A body of the maximum size goes alone.
+        assert_eq!(requests(&[1, 100, 1], 100), [1, 1, 1]);
     }
 }

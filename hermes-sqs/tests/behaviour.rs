@@ -1,9 +1,10 @@
 //! The SQS driver against plain SDK clients (Hermes' wire format both ways), delays longer
-//! than SQS allows, priorities without a long poll per empty queue, batches given back on
-//! shutdown, the quarantine, and a server that cannot be reached.
+//! than SQS allows, priorities without a long poll per empty queue, batched sends, batches
+//! given back on shutdown, the quarantine, and a server that cannot be reached.
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -13,6 +14,10 @@ use hermes_core::{
     DEFAULT_PRIORITY, Dispatcher, Driver, Error, JsonSerializer, Message, Serializer, handler_fn,
 };
 use hermes_sqs::aws_sdk_sqs::Client;
+use hermes_sqs::aws_sdk_sqs::config::interceptors::BeforeSerializationInterceptorContextMut;
+use hermes_sqs::aws_sdk_sqs::config::{ConfigBag, Intercept, RuntimeComponents};
+use hermes_sqs::aws_sdk_sqs::operation::send_message::SendMessageInput;
+use hermes_sqs::aws_sdk_sqs::operation::send_message_batch::SendMessageBatchInput;
 use hermes_sqs::{SqsDriver, SqsOptions, quarantine_queue};
 use hermes_testkit::suite::unique_queue_name;
 
@@ -271,6 +276,260 @@ async fn a_batch_is_handed_out_one_by_one_and_the_rest_given_back_on_shutdown() 
     sent.sort();
     assert_eq!(handled, sent, "each message once, none held back");
     other.flush().await.unwrap();
+    common::cleanup(&queue).await;
+}
+
+/// One send request a client made: `SendMessage`, or `SendMessageBatch` with the
+/// `DelaySeconds` of each entry.
+#[derive(Debug, Clone, PartialEq)]
+enum SendRequest {
+    Single,
+    Batch(Vec<Option<i32>>),
+}
+
+/// Records the send requests of a client, and makes SQS refuse some: the entries with the ids
+/// in `refuse` of the next `SendMessageBatch`, and every `SendMessage` while `refuse_alone`,
+/// get a `DelaySeconds` over SQS's limit of 900.
+#[derive(Debug, Clone, Default)]
+struct Sends {
+    log: Arc<Mutex<Vec<SendRequest>>>,
+    refuse: Arc<Mutex<Vec<&'static str>>>,
+    refuse_alone: Arc<AtomicBool>,
+}
+
+impl Sends {
+    fn take(&self) -> Vec<SendRequest> {
+        std::mem::take(&mut *self.log.lock().unwrap())
+    }
+
+    /// The number of entries of each request.
+    fn sizes(&self) -> Vec<usize> {
+        self.take()
+            .iter()
+            .map(|r| match r {
+                SendRequest::Single => 1,
+                SendRequest::Batch(delays) => delays.len(),
+            })
+            .collect()
+    }
+}
+
+impl Intercept for Sends {
+    fn name(&self) -> &'static str {
+        "Sends"
+    }
+
+    fn modify_before_serialization(
+        &self,
+        context: &mut BeforeSerializationInterceptorContextMut<'_>,
+        _components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let input = context.input_mut();
+        if let Some(batch) = input.downcast_mut::<SendMessageBatchInput>() {
+            let entries = batch.entries.as_mut().expect("entries");
+            self.log.lock().unwrap().push(SendRequest::Batch(
+                entries.iter().map(|e| e.delay_seconds).collect(),
+            ));
+            let refuse = std::mem::take(&mut *self.refuse.lock().unwrap());
+            for entry in entries
+                .iter_mut()
+                .filter(|e| refuse.contains(&e.id.as_str()))
+            {
+                entry.delay_seconds = Some(901);
+            }
+        } else if let Some(single) = input.downcast_mut::<SendMessageInput>() {
+            self.log.lock().unwrap().push(SendRequest::Single);
+            if self.refuse_alone.load(Ordering::SeqCst) {
+                single.delay_seconds = Some(901);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A driver on `queue` whose client records its send requests.
+async fn recording(queue: &str, options: SqsOptions) -> (SqsDriver, Sends) {
+    let sends = Sends::default();
+    let client = common::client_with(sends.clone()).await;
+    (
+        SqsDriver::with_options(client, queue, options).unwrap(),
+        sends,
+    )
+}
+
+/// Takes `n` bodies from the queue called `queue` with the plain SDK (waiting up to 15 s),
+/// sorted.
+async fn take_all_raw(client: &Client, queue: &str, n: usize) -> Vec<String> {
+    let start = Instant::now();
+    let mut bodies = Vec::new();
+    while bodies.len() < n && start.elapsed() < Duration::from_secs(15) {
+        bodies.extend(take_raw(client, queue).await);
+    }
+    bodies.sort();
+    bodies
+}
+
+/// The bodies Hermes' JSON gives `messages`, sorted.
+fn encoded(messages: &[Message]) -> Vec<String> {
+    let mut bodies: Vec<String> = messages
+        .iter()
+        .map(|m| String::from_utf8(JsonSerializer.serialize(m).unwrap()).unwrap())
+        .collect();
+    bodies.sort();
+    bodies
+}
+
+fn numbered(n: usize, pad: usize) -> Vec<Message> {
+    (0..n)
+        .map(|i| {
+            Message::builder("job")
+                .payload(&serde_json::json!({ "n": i, "text": "ž".repeat(pad) }))
+                .build()
+                .unwrap()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_goes_ten_per_request_each_message_with_its_own_delay() {
+    if !sqs_or_skip().await {
+        return;
+    }
+    let queue = unique_queue_name("send-batch");
+    let (driver, sends) = recording(&queue, options()).await;
+    let mut messages = numbered(23, 1);
+    messages[4] = Message::builder("job")
+        .id("delayed")
+        .delay(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    messages[6] = Message::builder("job")
+        .id("due-already")
+        .execute_at(unix_now() - 5.0)
+        .build()
+        .unwrap();
+    driver
+        .send_batch(&messages, DEFAULT_PRIORITY)
+        .await
+        .unwrap();
+    let requests = sends.take();
+    assert_eq!(requests.len(), 3, "{requests:?}");
+    let delays: Vec<Option<i32>> = requests
+        .iter()
+        .flat_map(|r| match r {
+            SendRequest::Batch(delays) => delays.clone(),
+            SendRequest::Single => panic!("a message was sent alone: {requests:?}"),
+        })
+        .collect();
+    assert_eq!(
+        requests
+            .iter()
+            .map(|r| matches!(r, SendRequest::Batch(d) if d.len() == 10))
+            .collect::<Vec<_>>(),
+        [true, true, false]
+    );
+    for (i, delay) in delays.iter().enumerate() {
+        if i == 4 {
+            assert!(matches!(delay, Some(1 | 2)), "the delayed one: {delay:?}");
+        } else {
+            assert_eq!(*delay, None, "message {i} is due");
+        }
+    }
+
+    let start = Instant::now();
+    let sdk = client().await;
+    assert_eq!(take_all_raw(&sdk, &queue, 23).await, encoded(&messages));
+    assert!(
+        start.elapsed() >= Duration::from_millis(900),
+        "the delayed message came at once"
+    );
+    common::cleanup(&queue).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_is_split_by_size_and_an_oversized_message_sends_nothing() {
+    if !sqs_or_skip().await {
+        return;
+    }
+    let queue = unique_queue_name("batch-size");
+    let mut options = options();
+    options.max_payload = 1000;
+    let (driver, sends) = recording(&queue, options).await;
+
+    // 12 messages, the last one too large: nothing is sent, not even the queue created.
+    let mut messages = numbered(12, 1);
+    messages[11] = numbered(1, 200).remove(0);
+    let err = driver
+        .send_batch(&messages, DEFAULT_PRIORITY)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::PayloadTooLarge { max: 1000, .. }),
+        "{err}"
+    );
+    assert_eq!(sends.take(), []);
+    let sdk = client().await;
+    assert!(
+        sdk.get_queue_url().queue_name(&queue).send().await.is_err(),
+        "the queue was created"
+    );
+
+    // Bodies of 251 to 333 bytes: three per request of at most 1000.
+    let messages = numbered(7, 25);
+    let size = JsonSerializer.serialize(&messages[0]).unwrap().len();
+    assert!((251..=333).contains(&size), "a body of {size} bytes");
+    driver
+        .send_batch(&messages, DEFAULT_PRIORITY)
+        .await
+        .unwrap();
+    assert_eq!(sends.sizes(), [3, 3, 1]);
+    assert_eq!(take_all_raw(&sdk, &queue, 7).await, encoded(&messages));
+    common::cleanup(&queue).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entry_sqs_refuses_is_sent_again_alone_once() {
+    if !sqs_or_skip().await {
+        return;
+    }
+    let queue = unique_queue_name("batch-refused");
+    let (driver, sends) = recording(&queue, options()).await;
+    let sdk = client().await;
+
+    // Refused in the batch, taken alone.
+    let messages = numbered(5, 1);
+    sends.refuse.lock().unwrap().push("2");
+    driver
+        .send_batch(&messages, DEFAULT_PRIORITY)
+        .await
+        .unwrap();
+    assert_eq!(
+        sends.take(),
+        [SendRequest::Batch(vec![None; 5]), SendRequest::Single]
+    );
+    assert_eq!(take_all_raw(&sdk, &queue, 5).await, encoded(&messages));
+
+    // Refused alone too: the error, and the others of the request were sent.
+    let messages = numbered(3, 1);
+    sends.refuse.lock().unwrap().push("1");
+    sends.refuse_alone.store(true, Ordering::SeqCst);
+    let err = driver
+        .send_batch(&messages, DEFAULT_PRIORITY)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Driver { .. }) && err.to_string().contains("SendMessage:"),
+        "{err}"
+    );
+    assert_eq!(
+        sends.take(),
+        [SendRequest::Batch(vec![None; 3]), SendRequest::Single]
+    );
+    assert_eq!(
+        take_all_raw(&sdk, &queue, 2).await,
+        encoded(&[messages[0].clone(), messages[2].clone()])
+    );
     common::cleanup(&queue).await;
 }
 

@@ -7,11 +7,9 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hermes_core::{
-    DEFAULT_PRIORITY, Dispatcher, Driver, JsonSerializer, Message, Serializer, handler_fn,
-};
+use hermes_core::{DEFAULT_PRIORITY, Driver, JsonSerializer, Message, Serializer};
 use hermes_testkit::MemoryDriver;
-use hermes_testkit::bench::print_ratio;
+use hermes_testkit::bench::{print_ratio, time_dispatch};
 use serde_json::json;
 
 fn sample() -> Message {
@@ -97,16 +95,7 @@ async fn raw_drain(n: usize) -> Duration {
 async fn dispatch(n: usize, concurrency: usize) -> Duration {
     let driver = Arc::new(MemoryDriver::new());
     fill(&driver, n).await;
-    let mut dispatcher = Dispatcher::from_arc(driver.clone())
-        .concurrency(concurrency)
-        .max_items(n as u64);
-    dispatcher.register_handler(
-        "send-email",
-        Arc::new(handler_fn(|_m: Message| async { Ok(true) })),
-    );
-    let start = Instant::now();
-    dispatcher.handle(&[]).await.unwrap();
-    let took = start.elapsed();
+    let took = time_dispatch(driver.clone(), "send-email", concurrency, n).await;
     assert!(driver.is_empty());
     took
 }

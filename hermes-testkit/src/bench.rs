@@ -2,6 +2,31 @@
 
 use std::time::Duration;
 
+/// Runs a [`Dispatcher`](hermes_core::Dispatcher) over `driver` at `concurrency`, with a no-op
+/// handler for `message_type`, until it has taken `n` messages; returns how long that took.
+///
+/// # Panics
+/// When the dispatcher fails: a benchmark has no better way out.
+pub async fn time_dispatch(
+    driver: std::sync::Arc<dyn hermes_core::Driver>,
+    message_type: &str,
+    concurrency: usize,
+    n: usize,
+) -> Duration {
+    let mut dispatcher = hermes_core::Dispatcher::from_arc(driver)
+        .concurrency(concurrency)
+        .max_items(n as u64);
+    dispatcher.register_handler(
+        message_type,
+        std::sync::Arc::new(hermes_core::handler_fn(|_m: hermes_core::Message| async {
+            Ok(true)
+        })),
+    );
+    let start = std::time::Instant::now();
+    dispatcher.handle(&[]).await.expect("the dispatcher failed");
+    start.elapsed()
+}
+
 /// Messages per second for `n` messages in `took`.
 pub fn rate(n: usize, took: Duration) -> f64 {
     n as f64 / took.as_secs_f64()

@@ -22,6 +22,8 @@ enum Fault {
     AcksOnReceive,
     /// `receive` serves the lowest priority first.
     LowestFirst,
+    /// `send_batch` leaves out the last message of a batch.
+    BatchLosesOne,
 }
 
 #[derive(Debug)]
@@ -56,6 +58,16 @@ impl Driver for Faulty {
             }
             _ => self.inner.send(message, priority).await,
         }
+    }
+    async fn send_batch(&self, messages: &[Message], priority: Priority) -> Result<(), Error> {
+        let messages = match (self.fault, messages.split_last()) {
+            (Fault::BatchLosesOne, Some((_, rest))) => rest,
+            _ => messages,
+        };
+        for message in messages {
+            self.send(message, priority).await?;
+        }
+        Ok(())
     }
     async fn receive(&self, p: &[Priority], wait: Duration) -> Result<Option<Delivery>, Error> {
         if self.fault == Fault::LowestFirst && p.is_empty() {
@@ -158,6 +170,21 @@ must_fail!(
     ignored_delay_fails_retries,
     Fault::IgnoresDelay,
     failing_handler_sends_one_delayed_copy
+);
+must_fail!(
+    ignoring_priority_fails_batches,
+    Fault::IgnoresPriority,
+    send_batch_delivers_each
+);
+must_fail!(
+    ignored_delay_fails_batches,
+    Fault::IgnoresDelay,
+    send_batch_delivers_each
+);
+must_fail!(
+    a_lost_batch_message_fails,
+    Fault::BatchLosesOne,
+    send_batch_delivers_each
 );
 must_fail!(
     at_most_once_fails,

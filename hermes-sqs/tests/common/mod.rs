@@ -38,6 +38,14 @@ pub async fn client() -> Client {
     Client::new(&config().load().await)
 }
 
+/// A client for the test server as [`client`], with `interceptor` on its requests.
+pub async fn client_with(interceptor: impl aws_sdk_sqs::config::Intercept + 'static) -> Client {
+    let config = aws_sdk_sqs::config::Builder::from(&config().load().await)
+        .interceptor(interceptor)
+        .build();
+    Client::from_conf(config)
+}
+
 fn config() -> aws_config::ConfigLoader {
     aws_config::defaults(BehaviorVersion::latest())
         .region(Region::new("us-east-1"))

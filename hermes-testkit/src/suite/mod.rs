@@ -143,6 +143,7 @@ macro_rules! conformance_suite {
             dropped_receive_loses_nothing,
             sent_by_one_received_by_another,
             dispatcher_handles_emitted_messages,
+            send_batch_delivers_each,
         );
     };
     (@tests $harness:expr; $($scenario:ident),* $(,)?) => {
