@@ -40,6 +40,9 @@ mod config;
 mod driver;
 mod error;
 mod names;
+mod poll;
+mod queue;
+mod send;
 
 pub use config::{MAX_BATCH_SIZE, MAX_DELAY, MAX_WAIT_TIME, SqsOptions};
 pub use driver::SqsDriver;
