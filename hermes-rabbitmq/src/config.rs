@@ -30,22 +30,24 @@ pub struct RabbitMqOptions {
     pub refresh_interval: Duration,
 }
 
-/// What the driver does with a message body that cannot be decoded. Either way `receive`
-/// reports [`Error::Undecodable`](hermes_core::Error::Undecodable) and goes on with the next
-/// message.
+/// What the driver does with a message body that cannot be decoded. Either way it rejects the
+/// message without requeueing (`basic.nack`, `requeue = false`), as Hermes does, so a
+/// dead-letter exchange set on the queue gets it, and `receive` reports
+/// [`Error::Undecodable`](hermes_core::Error::Undecodable) and goes on with the next message.
+///
+/// Hermes declares its queue without arguments; give it a dead-letter exchange with a policy,
+/// e.g. `rabbitmqctl set_policy hermes-dlx '^hermes$'
+/// '{"dead-letter-exchange":"","dead-letter-routing-key":"hermes.dead"}' --apply-to queues`
+/// (and declare the queue `hermes.dead`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum UndecodableAction {
-    /// Publish the body to `<queue>.quarantine` (see
-    /// [`quarantine_queue`](crate::quarantine_queue)), then acknowledge it. Nothing is lost
-    /// whatever the broker's settings.
+    /// First publish the body to `<queue>.quarantine` (see
+    /// [`quarantine_queue`](crate::quarantine_queue)), so nothing is lost whatever the broker's
+    /// settings.
     #[default]
     Quarantine,
-    /// Reject it without requeueing (`basic.nack`, `requeue = false`), as Hermes does. The
-    /// broker drops it unless the queue has a dead-letter exchange; since Hermes declares its
-    /// queue without arguments, set one with a policy, e.g.
-    /// `rabbitmqctl set_policy hermes-dlx '^hermes$' '{"dead-letter-exchange":"","dead-letter-routing-key":"hermes.dead"}' --apply-to queues`
-    /// (and declare the queue `hermes.dead`).
+    /// Only reject it: the broker drops it unless the queue has a dead-letter exchange.
     Reject,
 }
 

@@ -273,35 +273,30 @@ impl RabbitMqDriver {
         let message = match self.inner.serializer.deserialize(&delivery.data) {
             Ok(message) => message,
             Err(source) => {
-                let quarantine = match self.inner.options.undecodable {
-                    UndecodableAction::Reject => {
-                        let options = BasicNackOptions {
-                            requeue: false,
-                            ..BasicNackOptions::default()
-                        };
-                        delivery.acker.nack(options).await.map_err(lapin_error)?;
-                        format!(
-                            "nowhere: rejected from the RabbitMQ queue {queue}, kept only by \
-                             its dead-letter policy"
-                        )
-                    }
+                let kept = match self.inner.options.undecodable {
+                    UndecodableAction::Reject => format!(
+                        "nowhere: rejected from the RabbitMQ queue {queue}, kept only by its \
+                         dead-letter policy"
+                    ),
                     _ => {
                         let quarantine = quarantine_queue(queue);
                         session.declare(&quarantine, FieldTable::default()).await?;
                         session
                             .publish(&quarantine, &delivery.data, self.properties())
                             .await?;
-                        delivery
-                            .acker
-                            .ack(BasicAckOptions::default())
-                            .await
-                            .map_err(lapin_error)?;
                         format!("the RabbitMQ queue {quarantine}")
                     }
                 };
+                // Rejected without requeue, as Hermes does: a dead-letter policy on the queue
+                // gets it too.
+                let reject = BasicNackOptions {
+                    requeue: false,
+                    ..BasicNackOptions::default()
+                };
+                delivery.acker.nack(reject).await.map_err(lapin_error)?;
                 self.inner.buffer.push(Buffered::Undecodable {
                     priority,
-                    quarantine,
+                    quarantine: kept,
                     source,
                 });
                 return Ok(());

@@ -131,63 +131,68 @@ async fn a_backlog_on_every_priority_is_taken_highest_first() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rejected_undecodable_body_goes_to_the_dead_letter_policy() {
+async fn an_undecodable_body_is_rejected_to_the_dead_letter_policy() {
     RabbitHarness.available().await.unwrap();
-    let queue = unique_queue_name("reject");
-    let dead = format!("{queue}.dead");
-    let policy = format!("{queue}-dlx");
-    let definition = format!(r#"{{"dead-letter-exchange":"","dead-letter-routing-key":"{dead}"}}"#);
-    let _ = rabbitmqctl(&[
-        "set_policy",
-        &policy,
-        &format!("^{queue}$"),
-        &definition,
-        "--apply-to",
-        "queues",
-    ]);
-    let connection = common::raw().await.unwrap();
-    let channel = connection.create_channel().await.unwrap();
-    let durable = QueueDeclareOptions {
-        durable: true,
-        ..QueueDeclareOptions::default()
-    };
-    channel
-        .queue_declare(dead.as_str().into(), durable, FieldTable::default())
-        .await
-        .unwrap();
-    RabbitHarness.push_raw(&queue, b"not json").await.unwrap();
+    // Rejected only, and (the default) quarantined first: the policy gets it either way.
+    for (action, quarantined) in [
+        (UndecodableAction::Reject, 0),
+        (UndecodableAction::Quarantine, 1),
+    ] {
+        let queue = unique_queue_name("reject");
+        let dead = format!("{queue}.dead");
+        let policy = format!("{queue}-dlx");
+        let definition =
+            format!(r#"{{"dead-letter-exchange":"","dead-letter-routing-key":"{dead}"}}"#);
+        let _ = rabbitmqctl(&[
+            "set_policy",
+            &policy,
+            &format!("^{queue}$"),
+            &definition,
+            "--apply-to",
+            "queues",
+        ]);
+        let connection = common::raw().await.unwrap();
+        let channel = connection.create_channel().await.unwrap();
+        let durable = QueueDeclareOptions {
+            durable: true,
+            ..QueueDeclareOptions::default()
+        };
+        channel
+            .queue_declare(dead.as_str().into(), durable, FieldTable::default())
+            .await
+            .unwrap();
+        RabbitHarness.push_raw(&queue, b"not json").await.unwrap();
 
-    let mut options = RabbitMqOptions::default();
-    options.undecodable = UndecodableAction::Reject;
-    let worker = RabbitMqDriver::new(&amqp_url(), &queue, options).unwrap();
-    let err = worker.receive(&[], WAIT).await.unwrap_err();
-    assert!(matches!(err, Error::Undecodable { .. }), "{err}");
-    assert!(err.to_string().contains("rejected"), "{err}");
-    // Not requeued, not quarantined: the policy dead-lettered it.
-    assert!(
-        worker
-            .receive(&[], Duration::from_millis(300))
+        let mut options = RabbitMqOptions::default();
+        options.undecodable = action;
+        let worker = RabbitMqDriver::new(&amqp_url(), &queue, options).unwrap();
+        let err = worker.receive(&[], WAIT).await.unwrap_err();
+        assert!(matches!(err, Error::Undecodable { .. }), "{err}");
+        // Not requeued.
+        let next = worker.receive(&[], Duration::from_millis(300)).await;
+        assert!(next.unwrap().is_none(), "{action:?}");
+        assert_eq!(
+            RabbitHarness.quarantined(&queue).await.unwrap(),
+            quarantined,
+            "{action:?}"
+        );
+        let got = channel
+            .basic_get(dead.as_str().into(), BasicGetOptions::default())
             .await
             .unwrap()
-            .is_none()
-    );
-    assert_eq!(RabbitHarness.quarantined(&queue).await.unwrap(), 0);
-    let got = channel
-        .basic_get(dead.as_str().into(), BasicGetOptions::default())
-        .await
-        .unwrap()
-        .expect("the body was dead-lettered");
-    assert_eq!(got.delivery.data, b"not json");
-    got.delivery
-        .acker
-        .ack(BasicAckOptions::default())
-        .await
-        .unwrap();
+            .expect("the body was dead-lettered");
+        assert_eq!(got.delivery.data, b"not json");
+        got.delivery
+            .acker
+            .ack(BasicAckOptions::default())
+            .await
+            .unwrap();
 
-    let _ = rabbitmqctl(&["clear_policy", &policy]);
-    let _ = channel
-        .queue_delete(dead.as_str().into(), Default::default())
-        .await;
-    let _ = connection.close(200, "bye".into()).await;
-    RabbitHarness.cleanup(&queue).await;
+        let _ = rabbitmqctl(&["clear_policy", &policy]);
+        let _ = channel
+            .queue_delete(dead.as_str().into(), Default::default())
+            .await;
+        let _ = connection.close(200, "bye".into()).await;
+        RabbitHarness.cleanup(&queue).await;
+    }
 }
