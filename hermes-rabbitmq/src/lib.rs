@@ -1,6 +1,7 @@
 //! The RabbitMQ driver of Hermes, on `lapin`: Hermes' queue layout (one durable queue on the
-//! default exchange, declared without arguments, persistent messages, acknowledgement after the
-//! handlers), plus publisher confirms, delays of any length, priorities and reconnection.
+//! default exchange, declared without arguments, persistent messages, consumed with a
+//! `basic.qos` prefetch and acknowledged after the handlers), plus publisher confirms, delays of
+//! any length, priorities and reconnection. See [`RabbitMqDriver`] and [`RabbitMqOptions`].
 //!
 //! ```no_run
 //! # #[tokio::main]
