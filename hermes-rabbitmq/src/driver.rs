@@ -325,7 +325,9 @@ impl RabbitMqDriver {
     }
 
     /// Takes the best buffered delivery of `queues`. When `patient`, a lower-priority message
-    /// is not taken while a higher-priority queue has messages its consumer is about to get.
+    /// is not taken while a higher-priority queue has messages its consumer is about to get:
+    /// ready ones it has room for, or the one the broker sends after an acknowledgement freed
+    /// a slot of its full consumer.
     async fn pick(
         &self,
         session: &Session,
@@ -337,9 +339,10 @@ impl RabbitMqDriver {
             return Ok(Pick::Nothing);
         };
         if patient {
-            let prefetch = usize::from(self.inner.options.prefetch);
             for (_, queue) in queues.iter().filter(|(p, _)| *p > best) {
-                if session.unacked(queue) < prefetch && session.ready(queue).await? > 0 {
+                if session.refill_expected(queue)
+                    || (session.has_room(queue) && session.ready(queue).await? > 0)
+                {
                     return Ok(Pick::HigherComing);
                 }
             }

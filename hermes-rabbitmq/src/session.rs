@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
+use std::time::Instant;
 
 use hermes_core::Error;
 use lapin::options::{
@@ -21,6 +22,20 @@ pub(crate) struct Consuming {
     pub(crate) forwarder: tokio::task::JoinHandle<()>,
 }
 
+/// How long after an acknowledgement frees a full consumer's slot the broker's next delivery
+/// of that queue is expected.
+const REFILL_WINDOW: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// What a session holds of one queue.
+#[derive(Debug, Default)]
+struct Flow {
+    /// Messages delivered and not yet acknowledged.
+    unacked: usize,
+    /// Set when an acknowledgement freed a slot of a full consumer: until then the broker may
+    /// be sending the next message.
+    refill_until: Option<Instant>,
+}
+
 /// One connection with its two channels. Dropping it closes the connection, which makes the
 /// broker deliver this session's unacknowledged messages again.
 pub(crate) struct Session {
@@ -33,8 +48,10 @@ pub(crate) struct Session {
     /// Every consumed queue's consumer. Held across starting a consumer, so two receives do
     /// not start the same one twice.
     pub(crate) consumers: tokio::sync::Mutex<HashMap<String, Consuming>>,
-    /// Per queue, messages delivered to this session and not yet acknowledged.
-    unacked: Mutex<HashMap<String, usize>>,
+    /// The prefetch of each consumer.
+    prefetch: usize,
+    /// Per consumed queue, what this session holds of it.
+    flows: Mutex<HashMap<String, Flow>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -81,7 +98,8 @@ impl Session {
             durable,
             declared: Mutex::default(),
             consumers: tokio::sync::Mutex::default(),
-            unacked: Mutex::default(),
+            prefetch: usize::from(prefetch),
+            flows: Mutex::default(),
         })
     }
 
@@ -155,19 +173,36 @@ impl Session {
 
     /// Counts a message of `queue` delivered to this session.
     pub(crate) fn delivered(&self, queue: &str) {
-        *lock(&self.unacked).entry(queue.to_owned()).or_default() += 1;
+        let mut flows = lock(&self.flows);
+        let flow = flows.entry(queue.to_owned()).or_default();
+        flow.unacked += 1;
+        flow.refill_until = None;
     }
 
     /// Counts a message of `queue` acknowledged (or given back).
     pub(crate) fn settled(&self, queue: &str) {
-        if let Some(count) = lock(&self.unacked).get_mut(queue) {
-            *count = count.saturating_sub(1);
+        if let Some(flow) = lock(&self.flows).get_mut(queue) {
+            if flow.unacked >= self.prefetch {
+                flow.refill_until = Some(Instant::now() + REFILL_WINDOW);
+            }
+            flow.unacked = flow.unacked.saturating_sub(1);
         }
     }
 
-    /// Messages of `queue` delivered to this session and not yet acknowledged.
-    pub(crate) fn unacked(&self, queue: &str) -> usize {
-        lock(&self.unacked).get(queue).copied().unwrap_or(0)
+    /// Whether the broker may be about to deliver a message of `queue`: an acknowledgement just
+    /// freed a slot of its full consumer.
+    pub(crate) fn refill_expected(&self, queue: &str) -> bool {
+        lock(&self.flows)
+            .get(queue)
+            .and_then(|f| f.refill_until)
+            .is_some_and(|until| Instant::now() < until)
+    }
+
+    /// Whether the consumer of `queue` can take another message.
+    pub(crate) fn has_room(&self, queue: &str) -> bool {
+        lock(&self.flows)
+            .get(queue)
+            .is_none_or(|f| f.unacked < self.prefetch)
     }
 }
 
