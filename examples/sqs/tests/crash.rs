@@ -46,6 +46,15 @@ async fn a_worker_killed_mid_handler_loses_nothing() {
     let dir = std::env::temp_dir().join(&queue);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
+    // Only ever a local server.
+    let endpoint = std::env::var("HERMES_SQS_ENDPOINT").unwrap_or_default();
+    assert!(
+        endpoint.is_empty()
+            || ["http://127.0.0.1:", "http://localhost:", "http://[::1]:"]
+                .iter()
+                .any(|p| endpoint.starts_with(p)),
+        "HERMES_SQS_ENDPOINT must be a loopback http:// address for this test, not {endpoint}"
+    );
     let client = client().await;
     // The queue is created here with a 2 s visibility timeout; the workers find it.
     let visibility = HashMap::from([(QueueAttributeName::VisibilityTimeout, "2".to_owned())]);
