@@ -60,19 +60,13 @@ impl Buffer {
     /// The highest priority among buffered deliveries of `selected` priorities, after dropping
     /// those of a lost session.
     pub(crate) fn best(&self, selected: &[Priority]) -> Option<Priority> {
-        let mut items = self.lock();
-        items.retain(|item| !item.stale());
-        items
-            .iter()
-            .map(Buffered::priority)
-            .filter(|p| selected.contains(p))
-            .max()
+        best_of(&mut self.lock(), selected)
     }
 
     /// Takes the oldest delivery of the highest buffered priority among `selected`.
     pub(crate) fn take(&self, selected: &[Priority]) -> Option<Buffered> {
-        let best = self.best(selected)?;
         let mut items = self.lock();
+        let best = best_of(&mut items, selected)?;
         let index = items.iter().position(|item| item.priority() == best)?;
         items.remove(index)
     }
@@ -85,4 +79,14 @@ impl Buffer {
     fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Buffered>> {
         self.items.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// The highest priority of `selected` in `items`, after dropping deliveries of a lost session.
+fn best_of(items: &mut VecDeque<Buffered>, selected: &[Priority]) -> Option<Priority> {
+    items.retain(|item| !item.stale());
+    items
+        .iter()
+        .map(Buffered::priority)
+        .filter(|p| selected.contains(p))
+        .max()
 }
