@@ -4,13 +4,11 @@
 mod common;
 
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use common::{Setup, cmd, redis_url};
 use hermes_core::{
     DEFAULT_PRIORITY, Dispatcher, Driver, Emitter, JsonSerializer, Message, Serializer, Shutdown,
-    handler_fn,
 };
 use hermes_redis::{RedisSetDriver, RedisShutdown};
 use hermes_testkit::suite::unique_queue_name;
@@ -200,19 +198,9 @@ async fn a_killed_connection_does_not_stop_the_worker() {
     both(async |setup, queue| {
         let worker = setup.connect(setup.options(&queue)).await.unwrap();
         let emitter = Emitter::new(setup.connect(setup.options(&queue)).await.unwrap());
-        let handled: Arc<Mutex<Vec<String>>> = Arc::default();
-        let record = handled.clone();
+        let (recorder, handled) = hermes_testkit::recording_handler();
         let mut dispatcher = Dispatcher::new(worker.clone()).max_items(40);
-        dispatcher.register_handler(
-            "job",
-            Arc::new(handler_fn(move |m: Message| {
-                let record = record.clone();
-                async move {
-                    record.lock().unwrap().push(m.id().to_owned());
-                    Ok(true)
-                }
-            })),
-        );
+        dispatcher.register_handler("job", recorder);
         let running = tokio::spawn(async move { dispatcher.handle(&[]).await });
         let mut sent = Vec::new();
         for i in 0..40 {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use common::{client, count, open, options, queue_url, sqs_or_skip};
 use hermes_core::time::unix_now;
 use hermes_core::{
-    DEFAULT_PRIORITY, Dispatcher, Driver, Error, JsonSerializer, Message, Serializer, handler_fn,
+    DEFAULT_PRIORITY, Dispatcher, Driver, Error, JsonSerializer, Message, Serializer,
 };
 use hermes_sqs::aws_sdk_sqs::Client;
 use hermes_sqs::aws_sdk_sqs::config::interceptors::BeforeSerializationInterceptorContextMut;
@@ -246,19 +246,9 @@ async fn a_batch_is_handed_out_one_by_one_and_the_rest_given_back_on_shutdown() 
     }
 
     // A worker handles two and is shut down.
-    let handled = Arc::new(Mutex::new(Vec::new()));
-    let record = handled.clone();
+    let (recorder, handled) = hermes_testkit::recording_handler();
     let mut dispatcher = Dispatcher::new(driver.clone()).max_items(2);
-    dispatcher.register_handler(
-        "job",
-        Arc::new(handler_fn(move |m: Message| {
-            let record = record.clone();
-            async move {
-                record.lock().unwrap().push(m.id().to_owned());
-                Ok(true)
-            }
-        })),
-    );
+    dispatcher.register_handler("job", recorder);
     dispatcher.handle(&[]).await.unwrap();
     assert_eq!(handled.lock().unwrap().len(), 2);
 

@@ -26,8 +26,10 @@ pub mod bench;
 mod logs;
 mod memory;
 mod memory_harness;
+mod recorder;
 pub mod suite;
 
 pub use logs::LogCapture;
 pub use memory::{MemoryDriver, MemoryOptions};
 pub use memory_harness::MemoryHarness;
+pub use recorder::{Handled, recording_handler};
