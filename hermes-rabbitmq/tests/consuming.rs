@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::{RabbitHarness, amqp_url, rabbitmqctl, ready};
 use hermes_core::{DEFAULT_PRIORITY, Driver, Error, Message};
 use hermes_rabbitmq::{RabbitMqDriver, RabbitMqOptions, UndecodableAction};
-use hermes_testkit::suite::{Harness, unique_queue_name};
+use hermes_testkit::suite::{Harness, available_or_skip, strict, unique_queue_name};
 use lapin::options::{BasicAckOptions, BasicGetOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 
@@ -44,7 +44,13 @@ async fn settle_ready(queue: &str, expected: u32) -> u32 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_broker_sends_ahead_only_the_prefetch_and_flush_gives_it_back() {
-    RabbitHarness.available().await.unwrap();
+    if !available_or_skip(
+        strict(),
+        "the_broker_sends_ahead_only_the_prefetch_and_flush_gives_it_back",
+        RabbitHarness.available().await,
+    ) {
+        return;
+    }
     for prefetch in [1u16, 3] {
         let queue = unique_queue_name("prefetch");
         let worker = driver(&queue, prefetch);
@@ -70,7 +76,13 @@ async fn the_broker_sends_ahead_only_the_prefetch_and_flush_gives_it_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consumers_carry_the_consumer_tag() {
-    RabbitHarness.available().await.unwrap();
+    if !available_or_skip(
+        strict(),
+        "consumers_carry_the_consumer_tag",
+        RabbitHarness.available().await,
+    ) {
+        return;
+    }
     let queue = unique_queue_name("tag");
     let high = format!("{queue}-high");
     let mut options = RabbitMqOptions::default();
@@ -100,7 +112,13 @@ async fn consumers_carry_the_consumer_tag() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backlog_on_every_priority_is_taken_highest_first() {
-    RabbitHarness.available().await.unwrap();
+    if !available_or_skip(
+        strict(),
+        "a_backlog_on_every_priority_is_taken_highest_first",
+        RabbitHarness.available().await,
+    ) {
+        return;
+    }
     let queue = unique_queue_name("backlog");
     let emitter = driver(&queue, 1);
     emitter
@@ -132,7 +150,13 @@ async fn a_backlog_on_every_priority_is_taken_highest_first() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_undecodable_body_is_rejected_to_the_dead_letter_policy() {
-    RabbitHarness.available().await.unwrap();
+    if !available_or_skip(
+        strict(),
+        "an_undecodable_body_is_rejected_to_the_dead_letter_policy",
+        RabbitHarness.available().await,
+    ) {
+        return;
+    }
     // Rejected only, and (the default) quarantined first: the policy gets it either way.
     for (action, quarantined) in [
         (UndecodableAction::Reject, 0),

@@ -10,16 +10,11 @@ use std::time::{Duration, Instant};
 
 use common::{RabbitHarness, rabbitmqctl};
 use hermes_core::{DEFAULT_PRIORITY, Dispatcher, Driver, Message, handler_fn};
-use hermes_testkit::suite::{Harness, unique_queue_name};
+use hermes_testkit::suite::{Harness, available_or_skip, strict, unique_queue_name};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_restart_loses_no_confirmed_message() {
-    if RabbitHarness.available().await.is_err() {
-        assert!(
-            !hermes_testkit::suite::strict(),
-            "the broker is not available"
-        );
-        eprintln!("skipped: the broker is not available");
+    if !available_or_skip(strict(), "restart", RabbitHarness.available().await) {
         return;
     }
     let queue = unique_queue_name("restart");

@@ -73,17 +73,8 @@ pub async fn reachable() -> Result<(), String> {
 /// For tests outside the suite: `false` (the test is skipped) when the server is not
 /// reachable; a failure instead under `HERMES_TEST_STRICT=1`.
 pub async fn sqs_or_skip() -> bool {
-    match reachable().await {
-        Ok(()) => true,
-        Err(reason) => {
-            assert!(
-                !hermes_testkit::suite::strict(),
-                "the SQS server is not available (HERMES_TEST_STRICT=1): {reason}"
-            );
-            eprintln!("skipped: the SQS server is not available: {reason}");
-            false
-        }
-    }
+    let strict = hermes_testkit::suite::strict();
+    hermes_testkit::suite::available_or_skip(strict, "SQS test", reachable().await)
 }
 
 /// The attributes of the test queues: a short visibility timeout.

@@ -49,6 +49,25 @@ pub fn strict() -> bool {
     std::env::var("HERMES_TEST_STRICT").is_ok_and(|v| v == "1" || v == "true")
 }
 
+/// Whether the test `name` goes on, given whether its server is `available`: `true` when it
+/// is; otherwise the test is skipped (`false`, with a line on standard error), or fails when
+/// `strict` (`HERMES_TEST_STRICT=1` in CI).
+///
+/// # Panics
+/// When the server is not available and `strict`.
+pub fn available_or_skip(strict: bool, name: &str, available: Result<(), String>) -> bool {
+    match available {
+        Ok(()) => true,
+        Err(reason) if strict => {
+            panic!("{name}: the server is not available (HERMES_TEST_STRICT=1): {reason}")
+        }
+        Err(reason) => {
+            eprintln!("{name}: skipped, the server is not available: {reason}");
+            false
+        }
+    }
+}
+
 /// Runs `scenario` named `name` with the harness `make_harness` builds, on a fresh queue name,
 /// in its own Tokio runtime; panics when it fails or hangs. The body of each generated test.
 pub fn run<H, F, Fut>(make_harness: impl FnOnce() -> H, name: &str, scenario: F)
@@ -79,11 +98,7 @@ pub fn run_with_strictness<H, F, Fut>(
         .expect("a Tokio runtime");
     runtime.block_on(async {
         let harness = Arc::new(make_harness());
-        if let Err(reason) = harness.available().await {
-            if strict {
-                panic!("{name}: the server is not available (HERMES_TEST_STRICT=1): {reason}");
-            }
-            eprintln!("{name}: skipped, the server is not available: {reason}");
+        if !available_or_skip(strict, name, harness.available().await) {
             return;
         }
         let queue = unique_queue_name(name);
