@@ -54,6 +54,16 @@ pub trait Driver: fmt::Debug + Send + Sync + 'static {
     /// Puts `message` on the queue of `priority`, delayed until its `execute_at` when that is in
     /// the future. Returns once the backend has the message.
     ///
+    /// # Errors
+    /// [`Error::UnknownPriority`] for a priority without a queue; [`Error::InvalidMessage`] for
+    /// a message [`Message::check`] refuses (a due time after the year 9999);
+    /// [`Error::PayloadTooLarge`]; connection errors.
+    ///
+    /// An error does not always mean the message was not queued: when a request times out or
+    /// the connection drops after the backend received it, the message may be delivered
+    /// although `send` failed. Sending it again then queues it twice, so make handlers
+    /// idempotent (at-least-once delivery asks that of them anyway).
+    ///
     /// # Cancellation safety
     /// Dropping the future may or may not have sent the message.
     async fn send(&self, message: &Message, priority: Priority) -> Result<(), Error>;
@@ -96,7 +106,8 @@ pub trait Driver: fmt::Debug + Send + Sync + 'static {
     ) -> Result<Option<Delivery>, Error>;
 
     /// Marks `delivery` done: the message is removed for good. Acknowledging a delivery whose
-    /// lease already expired has no effect on the redelivered copy.
+    /// lease already expired has no effect on the redelivered copy (nor has giving it back or
+    /// extending it): every operation applies only to the claim it was handed.
     async fn ack(&self, delivery: &Delivery) -> Result<(), Error>;
 
     /// Gives `delivery` back for redelivery now, as if it had never been claimed.
@@ -306,7 +317,7 @@ pub fn validate_queue_name(name: &str) -> Result<(), Error> {
     };
     match reason {
         Some(reason) => Err(Error::InvalidQueueName {
-            name: name.to_owned(),
+            name: crate::error::excerpt(name),
             reason,
         }),
         None => Ok(()),
@@ -335,5 +346,14 @@ mod tests {
             let err = validate_queue_name(bad).unwrap_err();
             assert!(matches!(err, Error::InvalidQueueName { .. }), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_long_name_is_cut_in_the_error() {
+        let err = validate_queue_name(&"n".repeat(10_000))
+            .unwrap_err()
+            .to_string();
+        assert!(err.len() < 300, "{} bytes: {err}", err.len());
+        assert!(err.contains("10000 bytes"), "{err}");
     }
 }

@@ -15,9 +15,14 @@ use crate::{Driver, Error, Message, Priority};
 /// emitter.emit(&Message::new("send-email"), DEFAULT_PRIORITY).await?;
 /// # Ok(()) }
 /// ```
+///
+/// The log line of each sent message carries its id, created time and type. The payload is left
+/// out, as payloads carry personal data, unless [`log_payloads`](Emitter::log_payloads) asks for
+/// it (Hermes' own log context has it).
 #[derive(Debug, Clone)]
 pub struct Emitter {
     driver: Arc<dyn Driver>,
+    log_payloads: bool,
 }
 
 impl Emitter {
@@ -28,7 +33,18 @@ impl Emitter {
 
     /// An emitter sending to a shared driver.
     pub fn from_arc(driver: Arc<dyn Driver>) -> Self {
-        Emitter { driver }
+        Emitter {
+            driver,
+            log_payloads: false,
+        }
+    }
+
+    /// Whether the log line of each sent message also carries its payload, as Hermes' does.
+    /// Default false: payloads often hold personal data.
+    #[must_use]
+    pub fn log_payloads(mut self, log_payloads: bool) -> Self {
+        self.log_payloads = log_payloads;
+        self
     }
 
     /// The driver.
@@ -41,6 +57,7 @@ impl Emitter {
     ///
     /// # Errors
     /// The driver's error, such as [`Error::UnknownPriority`] for a priority without a queue.
+    /// An error does not prove the message was not queued: see [`Driver::send`].
     ///
     /// # Cancellation safety
     /// Dropping the future may or may not have sent the message.
@@ -76,14 +93,25 @@ impl Emitter {
 
     /// The info line of a message the driver has.
     fn log_sent(&self, message: &Message) {
-        tracing::info!(
-            id = message.id(),
-            created = message.created(),
-            r#type = message.message_type(),
-            payload = %message.payload().map_or_else(|| "null".to_owned(), ToString::to_string),
-            "Emitter send message #{} to driver {}",
-            message.id(),
-            self.driver.name()
-        );
+        if self.log_payloads {
+            tracing::info!(
+                id = message.id(),
+                created = message.created(),
+                r#type = message.message_type(),
+                payload = %message.payload().map_or_else(|| "null".to_owned(), ToString::to_string),
+                "Emitter send message #{} to driver {}",
+                message.id(),
+                self.driver.name()
+            );
+        } else {
+            tracing::info!(
+                id = message.id(),
+                created = message.created(),
+                r#type = message.message_type(),
+                "Emitter send message #{} to driver {}",
+                message.id(),
+                self.driver.name()
+            );
+        }
     }
 }

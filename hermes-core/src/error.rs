@@ -26,7 +26,7 @@ pub enum Error {
     /// with `.`.
     #[error("invalid queue name {name:?}: {reason}")]
     InvalidQueueName {
-        /// The rejected name, printed escaped.
+        /// The rejected name, printed escaped; a long one is cut (see [`excerpt`]).
         name: String,
         /// Why it was rejected.
         reason: &'static str,
@@ -183,6 +183,23 @@ impl Error {
             source,
         }
     }
+}
+
+/// The longest input an error quotes whole; a longer one is cut by [`excerpt`].
+pub const EXCERPT_LIMIT: usize = 64;
+
+/// `text` as an error may quote it: whole when it has at most [`EXCERPT_LIMIT`] bytes, else its
+/// start and its length (`"aaaa… (10000 bytes)"`), so a hostile input cannot make an error
+/// (or a log line) of its size.
+pub fn excerpt(text: &str) -> String {
+    if text.len() <= EXCERPT_LIMIT {
+        return text.to_owned();
+    }
+    let mut end = EXCERPT_LIMIT - 16;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..end], text.len())
 }
 
 /// Bytes that could not be decoded into a [`Message`](crate::Message).

@@ -53,9 +53,9 @@ pub use driver::{
     Capabilities, DEFAULT_PRIORITY, Delivery, Driver, Priority, Receipt, validate_queue_name,
 };
 pub use emitter::Emitter;
-pub use error::{BoxError, DecodeError, Error};
+pub use error::{BoxError, DecodeError, EXCERPT_LIMIT, Error, excerpt};
 pub use handler::{EchoHandler, FnHandler, Handler, HandlerError, handler_fn};
-pub use message::{Message, MessageBuilder};
+pub use message::{LATEST_DUE, Message, MessageBuilder};
 pub use priorities::PriorityQueues;
 pub use retry::RetryPolicy;
 pub use serializer::{JsonSerializer, Serializer};

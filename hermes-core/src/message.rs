@@ -9,6 +9,11 @@ use serde_json::Value;
 use crate::Error;
 use crate::time::{to_unix, unix_now};
 
+/// The latest due time a message may have: the last second of the year 9999 (UTC), in Unix
+/// seconds. Later times cannot be ordered by every backend (file names have a fixed width,
+/// dates end there), so [`Message::check`] refuses them.
+pub const LATEST_DUE: f64 = 253_402_300_799.0;
+
 /// One job: a type, an optional JSON payload, and the bookkeeping Hermes stores with it.
 ///
 /// The fields and their meaning are those of Hermes' `Message`, so PHP and Rust processes can
@@ -120,6 +125,29 @@ impl Message {
         self.execute_at.unwrap_or(self.created)
     }
 
+    /// Checks what every driver requires of a message it sends: `created` and `execute_at` are
+    /// finite, and `execute_at` is not after [`LATEST_DUE`]. A decoded message may break these
+    /// rules (a foreign producer wrote it); a built one does not.
+    ///
+    /// # Errors
+    /// [`Error::InvalidMessage`] saying which rule is broken.
+    pub fn check(&self) -> Result<(), Error> {
+        if !self.created.is_finite() {
+            return Err(Error::InvalidMessage(
+                "created must be a finite number".into(),
+            ));
+        }
+        match self.execute_at {
+            Some(at) if !at.is_finite() => Err(Error::InvalidMessage(
+                "execute_at must be a finite number".into(),
+            )),
+            Some(at) if at > LATEST_DUE => Err(Error::InvalidMessage(format!(
+                "execute_at {at:e} is after the year 9999 (the latest due time is {LATEST_DUE})"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// The copy a retry sends: the same id, type, payload and created time, `retries + 1`, due at
     /// `execute_at`.
     pub fn retry_copy(&self, execute_at: f64) -> Message {
@@ -216,23 +244,13 @@ impl MessageBuilder {
     /// The message.
     ///
     /// # Errors
-    /// [`Error::InvalidMessage`] for a payload that is not a JSON object or array, or a
-    /// `created`/`execute_at` that is not a finite number.
+    /// [`Error::InvalidMessage`] for a payload that is not a JSON object or array, or times
+    /// [`Message::check`] refuses (not finite, due after the year 9999).
     pub fn build(self) -> Result<Message, Error> {
         if let Some(error) = self.error {
             return Err(Error::InvalidMessage(error));
         }
-        let m = &self.message;
-        if !m.created.is_finite() {
-            return Err(Error::InvalidMessage(
-                "created must be a finite number".into(),
-            ));
-        }
-        if m.execute_at.is_some_and(|at| !at.is_finite()) {
-            return Err(Error::InvalidMessage(
-                "execute_at must be a finite number".into(),
-            ));
-        }
+        self.message.check()?;
         Ok(self.message)
     }
 
@@ -282,6 +300,20 @@ mod tests {
                 .is_err()
         );
         assert!(Message::builder("t").payload(&[1, 2]).build().is_ok());
+    }
+
+    #[test]
+    fn due_times_after_9999_are_refused() {
+        let err = Message::builder("t").execute_at(1e300).build().unwrap_err();
+        assert!(err.to_string().contains("9999"), "{err}");
+        assert!(
+            Message::builder("t")
+                .execute_at(LATEST_DUE + 1.0)
+                .build()
+                .is_err()
+        );
+        assert!(Message::builder("t").execute_at(LATEST_DUE).build().is_ok());
+        assert!(Message::builder("t").execute_at(1e10).build().is_ok());
     }
 
     #[test]

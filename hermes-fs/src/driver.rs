@@ -374,6 +374,7 @@ impl Driver for FileSystemDriver {
     }
 
     async fn send(&self, message: &Message, priority: Priority) -> Result<(), Error> {
+        message.check()?;
         let queue = self.inner.queues.get(priority)?;
         let body = self.inner.serializer.serialize(message)?;
         let due = message.due();

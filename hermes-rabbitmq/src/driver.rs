@@ -446,6 +446,7 @@ impl Driver for RabbitMqDriver {
     }
 
     async fn send(&self, message: &hermes_core::Message, priority: Priority) -> Result<(), Error> {
+        message.check()?;
         let target = self.inner.queues.get(priority)?;
         let body = self.inner.serializer.serialize(message)?;
         let session = self.session().await?;

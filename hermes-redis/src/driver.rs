@@ -384,6 +384,7 @@ impl Driver for RedisSetDriver {
     }
 
     async fn send(&self, message: &Message, priority: Priority) -> Result<(), Error> {
+        message.check()?;
         let key = self.inner.sets.get(priority)?;
         let body = self.inner.serializer.serialize(message)?;
         match message.execute_at() {

@@ -12,6 +12,7 @@ use crate::queue::QueueInfo;
 impl SqsDriver {
     /// `message` as the text SQS stores.
     pub(crate) fn encode(&self, message: &Message) -> Result<String, Error> {
+        message.check()?;
         let bytes = self.inner.serializer.serialize(message)?;
         let max = self.inner.options.max_payload;
         if bytes.len() > max {

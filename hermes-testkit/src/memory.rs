@@ -207,41 +207,49 @@ impl MemoryDriver {
         let now = Instant::now();
         state.promote_due(unix_now());
         state.expire_leases(now);
-        let found = state
-            .queues
-            .iter_mut()
-            .rev()
-            .filter(|(p, _)| priorities.is_empty() || priorities.contains(p))
-            .find_map(|(p, q)| q.ready.pop_front().map(|body| (*p, body)));
-        let Some((priority, body)) = found else {
-            return Ok(None);
-        };
-        match self.serializer.deserialize(&body) {
-            Ok(message) => {
-                state.sequence += 1;
-                let id = state.sequence;
-                let deadline = now + self.shared.options.visibility_timeout;
-                state.deadlines.insert((deadline, id));
-                state.in_flight.insert(
-                    id,
-                    Lease {
-                        priority,
-                        body,
-                        deadline,
-                    },
-                );
-                Ok(Some(
-                    Delivery::new(message, priority, Receipt::new(LeaseId(id)))
-                        .with_lease(self.shared.options.visibility_timeout),
-                ))
-            }
-            Err(source) => {
-                state.quarantine.push(body);
-                Err(Error::Undecodable {
-                    quarantine: "the memory quarantine".to_owned(),
-                    source,
-                })
-            }
+        loop {
+            let found = state
+                .queues
+                .iter_mut()
+                .rev()
+                .filter(|(p, _)| priorities.is_empty() || priorities.contains(p))
+                .find_map(|(p, q)| q.ready.pop_front().map(|body| (*p, body)));
+            let Some((priority, body)) = found else {
+                return Ok(None);
+            };
+            return match self.serializer.deserialize(&body) {
+                Ok(message) if !message.is_due_at(unix_now()) => {
+                    // Put on the queue directly, ahead of its time: it waits like a delayed one.
+                    let at = message.due();
+                    state.schedule(at, Stored { priority, body });
+                    continue;
+                }
+                Ok(message) => {
+                    state.sequence += 1;
+                    let id = state.sequence;
+                    let deadline = now + self.shared.options.visibility_timeout;
+                    state.deadlines.insert((deadline, id));
+                    state.in_flight.insert(
+                        id,
+                        Lease {
+                            priority,
+                            body,
+                            deadline,
+                        },
+                    );
+                    Ok(Some(
+                        Delivery::new(message, priority, Receipt::new(LeaseId(id)))
+                            .with_lease(self.shared.options.visibility_timeout),
+                    ))
+                }
+                Err(source) => {
+                    state.quarantine.push(body);
+                    Err(Error::Undecodable {
+                        quarantine: "the memory quarantine".to_owned(),
+                        source,
+                    })
+                }
+            };
         }
     }
 }
@@ -253,6 +261,13 @@ impl Default for MemoryDriver {
 }
 
 impl State {
+    /// Keeps `stored` until Unix time `at`.
+    fn schedule(&mut self, at: f64, stored: Stored) {
+        self.sequence += 1;
+        let key = ((at * 1e6) as i64, self.sequence);
+        self.scheduled.insert(key, stored);
+    }
+
     fn promote_due(&mut self, now: f64) {
         let now_micros = (now * 1e6) as i64;
         while let Some(entry) = self.scheduled.first_entry() {
@@ -332,6 +347,7 @@ impl Driver for MemoryDriver {
     }
 
     async fn send(&self, message: &Message, priority: Priority) -> Result<(), Error> {
+        message.check()?;
         let body: Arc<[u8]> = self.serializer.serialize(message)?.into();
         if let Some(max) = self.shared.options.max_payload
             && body.len() > max
@@ -347,11 +363,7 @@ impl Driver for MemoryDriver {
             return Err(Error::UnknownPriority(priority));
         }
         match message.execute_at() {
-            Some(at) if at > unix_now() => {
-                state.sequence += 1;
-                let key = ((at * 1e6) as i64, state.sequence);
-                state.scheduled.insert(key, Stored { priority, body });
-            }
+            Some(at) if at > unix_now() => state.schedule(at, Stored { priority, body }),
             _ => {
                 if let Some(queue) = state.queues.get_mut(&priority) {
                     queue.ready.push_back(body);

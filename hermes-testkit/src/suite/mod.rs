@@ -159,6 +159,10 @@ macro_rules! conformance_suite {
             sent_by_one_received_by_another,
             dispatcher_handles_emitted_messages,
             send_batch_delivers_each,
+            raw_body_due_later_waits,
+            due_time_past_year_9999_refused,
+            late_settle_leaves_the_redelivered_copy,
+            busy_instance_does_not_run_others_twice,
         );
     };
     (@tests $harness:expr; $($scenario:ident),* $(,)?) => {

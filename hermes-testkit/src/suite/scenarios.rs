@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use hermes_core::time::unix_now;
 use hermes_core::{
-    DEFAULT_PRIORITY, Delivery, Dispatcher, Driver, Emitter, Error, HandlerError, Message,
-    Priority, RetryPolicy, handler_fn,
+    DEFAULT_PRIORITY, Delivery, Dispatcher, Driver, Emitter, Error, HandlerError, JsonSerializer,
+    Message, Priority, RetryPolicy, Serializer, handler_fn,
 };
 use serde_json::json;
 use tokio::time::Instant;
@@ -803,4 +803,173 @@ pub async fn send_batch_delivers_each<H: Harness>(h: &H, queue: &str) -> Outcome
         }
     }
     Outcome::Passed
+}
+
+/// A body put on the queue directly, as a foreign producer or an emitter that ignores delays
+/// would, whose `execute_at` is still ahead, is not delivered before it is due, then once.
+pub async fn raw_body_due_later_waits<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver = open(h, queue).await;
+    if !driver.capabilities().delay {
+        return Outcome::lacks("delay");
+    }
+    let early = Message::builder("raw-early")
+        .delay(Duration::from_millis(2500))
+        .build()
+        .unwrap();
+    let due = early.execute_at().unwrap();
+    let body = JsonSerializer.serialize(&early).expect("encoding");
+    h.push_raw(queue, &body).await.expect("pushing raw bytes");
+    let now = message("raw-now", 1);
+    send(&driver, &now, DEFAULT_PRIORITY).await;
+    let first = expect_one(&driver, &[]).await;
+    assert_eq!(
+        first.message().id(),
+        now.id(),
+        "the due message comes first"
+    );
+    ack(&driver, &first).await;
+    let d = receive(&driver, &[], PATIENCE)
+        .await
+        .expect("the early body was never delivered");
+    let at = unix_now();
+    assert_eq!(d.message().id(), early.id());
+    assert!(
+        at >= due - 0.001,
+        "delivered {:.3}s before it was due",
+        due - at
+    );
+    ack(&driver, &d).await;
+    expect_none(&driver, &[], BRIEF).await;
+    Outcome::Passed
+}
+
+/// A message due after the year 9999 is refused with `InvalidMessage` (no backend orders such
+/// times), and nothing is sent.
+pub async fn due_time_past_year_9999_refused<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver = open(h, queue).await;
+    let wire = format!(
+        r#"{{"message":{{"id":"far-{queue}","type":"far","created":1700000000,"payload":null,"execute_at":1e300,"retries":0}}}}"#
+    );
+    let far = JsonSerializer
+        .deserialize(wire.as_bytes())
+        .expect("a decodable message");
+    for result in [
+        driver.send(&far, DEFAULT_PRIORITY).await,
+        driver.send_batch(&[far.clone()], DEFAULT_PRIORITY).await,
+    ] {
+        let err = result.expect_err("a due time after 9999 was accepted");
+        assert!(matches!(err, Error::InvalidMessage(_)), "{err}");
+    }
+    let after = message("after", 1);
+    send(&driver, &after, DEFAULT_PRIORITY).await;
+    let d = expect_one(&driver, &[]).await;
+    assert_eq!(d.message().id(), after.id());
+    ack(&driver, &d).await;
+    expect_none(&driver, &[], Duration::from_millis(300)).await;
+    Outcome::Passed
+}
+
+/// A delivery whose lease expired and whose message went to another instance is acknowledged,
+/// given back and extended late by the first instance: the other instance's copy stays claimed
+/// (no third instance gets it), and is still delivered again, on time, when that instance
+/// vanishes.
+pub async fn late_settle_leaves_the_redelivered_copy<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let first = open(h, queue).await;
+    if !first.capabilities().at_least_once || !first.capabilities().extend {
+        return Outcome::lacks("at_least_once and extend");
+    }
+    let second = open(h, queue).await;
+    let third = open(h, queue).await;
+    let vt = h.visibility_timeout();
+    let sent = message("late", 1);
+    send(&first, &sent, DEFAULT_PRIORITY).await;
+    let stale = expect_one(&first, &[]).await;
+    let copy = receive(&second, &[], vt * 3 + PATIENCE)
+        .await
+        .expect("the expired claim was not delivered again");
+    assert_eq!(copy.message().id(), sent.id());
+    second.extend(&copy, vt * 3).await.expect("extend");
+    // Late, on the expired lease: each may fail or not, but must leave the copy alone.
+    let _ = first.ack(&stale).await;
+    let _ = first.nack(&stale).await;
+    let _ = first.extend(&stale, vt * 20).await;
+    drop(stale);
+    drop(first);
+    expect_none(&third, &[], vt).await;
+    // The second instance vanishes: its copy comes back, as a claim never acknowledged does.
+    drop(copy);
+    drop(second);
+    let again = receive(&third, &[], vt * 6 + PATIENCE)
+        .await
+        .expect("a late ack or extend of the expired lease removed or kept the copy's claim");
+    assert_eq!(again.message().id(), sent.id());
+    ack(&third, &again).await;
+    expect_none(&third, &[], vt + BRIEF).await;
+    Outcome::Passed
+}
+
+/// An instance busy with one message for 2.5 visibility timeouts, without asking for more,
+/// holds no other message hostage: a second instance gets the rest once their claims could
+/// have expired, and when the busy instance asks again it gets none of them, while the second
+/// instance still holds them, nor after. Every message is delivered to one instance only.
+pub async fn busy_instance_does_not_run_others_twice<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let busy = open(h, queue).await;
+    if !busy.capabilities().at_least_once || !busy.capabilities().extend {
+        return Outcome::lacks("at_least_once and extend");
+    }
+    let other = open(h, queue).await;
+    let vt = h.visibility_timeout();
+    let sent: Vec<Message> = (0..4).map(|i| message("held", i)).collect();
+    driver_send_all(&busy, &sent).await;
+    let slow = expect_one(&busy, &[]).await;
+    let mut seen = vec![slow.message().id().to_owned()];
+    let mut held = Vec::new();
+    let until = Instant::now() + vt * 2 + vt / 2;
+    while held.len() < sent.len() - 1 {
+        busy.extend(&slow, vt).await.expect("extend");
+        let step = (vt / 2).min(until.saturating_duration_since(Instant::now()));
+        if let Some(d) = receive(&other, &[], step.max(Duration::from_millis(50))).await {
+            seen.push(d.message().id().to_owned());
+            held.push(d);
+        } else if Instant::now() >= until + vt * 3 + PATIENCE {
+            panic!(
+                "only {} of {} messages reached the second instance",
+                held.len(),
+                sent.len() - 1
+            );
+        }
+    }
+    while Instant::now() < until {
+        busy.extend(&slow, vt).await.expect("extend");
+        for d in &held {
+            other.extend(d, vt).await.expect("extend");
+        }
+        tokio::time::sleep(vt / 4).await;
+    }
+    for d in &held {
+        other.extend(d, vt).await.expect("extend");
+    }
+    if let Some(d) = receive(&busy, &[], Duration::from_millis(300)).await {
+        panic!(
+            "#{} went to the busy instance while the second one holds it",
+            d.message().id()
+        );
+    }
+    for d in &held {
+        ack(&other, d).await;
+    }
+    ack(&busy, &slow).await;
+    expect_none(&busy, &[], vt + BRIEF).await;
+    expect_none(&other, &[], BRIEF).await;
+    seen.sort();
+    let mut ids: Vec<String> = sent.iter().map(|m| m.id().to_owned()).collect();
+    ids.sort();
+    assert_eq!(seen, ids, "each message once");
+    Outcome::Passed
+}
+
+async fn driver_send_all(driver: &impl Driver, messages: &[Message]) {
+    for m in messages {
+        send(driver, m, DEFAULT_PRIORITY).await;
+    }
 }
