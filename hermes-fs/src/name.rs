@@ -1,14 +1,17 @@
 //! File names: `<due>-<16 hex>.json` for waiting messages, `<claim time>~<name>` while claimed.
 
+use hermes_core::LATEST_DUE;
+
 /// The name of a new message file due at Unix time `due`: the time zero-padded to a fixed width
-/// with six decimals, so that name order is due order.
+/// with six decimals, so that name order is due order up to the year 2286 (readers order by the
+/// parsed time, so later ones work too). Times past [`LATEST_DUE`] are written as that.
 pub(crate) fn message_file(due: f64) -> String {
     format!("{}-{:016x}.json", timestamp(due), rand::random::<u64>())
 }
 
 /// A Unix time as it appears in file names: `0001700000000.250000`-style fixed width.
 pub(crate) fn timestamp(time: f64) -> String {
-    format!("{:017.6}", time.max(0.0))
+    format!("{:017.6}", time.clamp(0.0, LATEST_DUE))
 }
 
 /// The due time of a message file, or `None` when `name` is not a message file name.

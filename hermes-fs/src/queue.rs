@@ -1,6 +1,7 @@
 //! One queue folder: `<dir>/<queue>/{tmp,new,processing,failed}`, and the ordered index of its
 //! waiting files that lets a worker take the next message without reading the whole folder.
 
+use std::cmp::Ordering;
 use std::collections::{BTreeSet, HashSet};
 use std::fs;
 use std::io::{self, Read, Write};
@@ -25,7 +26,41 @@ pub(crate) struct QueueDir {
     state: Mutex<IndexState>,
 }
 
-/// The waiting files of `new/`, in name (= due) order.
+/// A waiting file of `new/`, ordered by the due time its name starts with (then by name), so
+/// names of any width sort right, PHP's included.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Waiting {
+    pub(crate) due: f64,
+    pub(crate) name: String,
+}
+
+impl Waiting {
+    /// The entry of `file_name`, when it is a message file name.
+    fn of(file_name: &str) -> Option<Self> {
+        name::due_of(file_name).map(|due| Waiting {
+            due,
+            name: file_name.to_owned(),
+        })
+    }
+}
+
+impl Eq for Waiting {}
+
+impl PartialOrd for Waiting {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Waiting {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.due
+            .total_cmp(&other.due)
+            .then_with(|| self.name.cmp(&other.name))
+    }
+}
+
+/// The waiting files of `new/`, in due order.
 #[derive(Debug, Default)]
 pub(crate) struct IndexState {
     /// Whether the folders exist (checked once).
@@ -39,8 +74,10 @@ pub(crate) struct IndexState {
     pub(crate) paused: bool,
     /// Set when notifications may have been lost: read the folder again.
     pub(crate) rescan: bool,
-    pub(crate) files: BTreeSet<String>,
-    /// Names in `new/` that are not message files (foreign names, links, folders): kept, skipped.
+    pub(crate) files: BTreeSet<Waiting>,
+    /// Names in `new/` that are not message files (foreign names, links, folders, FIFOs,
+    /// sockets, unreadable files): kept, skipped. A full read of `new/` tries a regular file
+    /// among them again.
     pub(crate) ignored: HashSet<String>,
 }
 
@@ -137,10 +174,11 @@ impl QueueDir {
                 continue;
             };
             let regular = entry.file_type().is_ok_and(|t| t.is_file());
-            if regular && name::due_of(&file_name).is_some() {
-                files.insert(file_name);
-            } else {
-                foreign.push(file_name);
+            match Waiting::of(&file_name) {
+                Some(waiting) if regular => {
+                    files.insert(waiting);
+                }
+                _ => foreign.push(file_name),
             }
         }
         let mut state = self.lock();
@@ -164,30 +202,45 @@ impl QueueDir {
         let Some(first) = state.files.first() else {
             return Head::Empty;
         };
-        match name::due_of(first) {
-            Some(due) if due > now => Head::NotDue(due),
-            _ => Head::Due(state.files.pop_first().expect("the index has a first file")),
+        if first.due > now {
+            return Head::NotDue(first.due);
         }
+        let first = state.files.pop_first().expect("the index has a first file");
+        Head::Due(first.name)
     }
 
     /// Notes a file that appeared in `new/`.
     pub(crate) fn added(&self, file_name: &str) {
-        if name::due_of(file_name).is_some() {
+        if let Some(waiting) = Waiting::of(file_name) {
             let mut state = self.lock();
             if !state.ignored.contains(file_name) {
-                state.files.insert(file_name.to_owned());
+                state.files.insert(waiting);
             }
         }
     }
 
     /// Notes a file that left `new/`.
     pub(crate) fn removed(&self, file_name: &str) {
-        self.lock().files.remove(file_name);
+        if let Some(waiting) = Waiting::of(file_name) {
+            self.lock().files.remove(&waiting);
+        }
+    }
+
+    /// Puts a file that cannot be handled back into `new/` from `processing/` and skips it
+    /// from now on; the files behind it go on.
+    fn skip(&self, claimed_path: &Path, new_path: &Path, file_name: &str, why: &str) {
+        let _ = fs::rename(claimed_path, new_path);
+        if self.lock().ignored.insert(file_name.to_owned()) {
+            tracing::warn!(
+                "Skipping {}: {why}; it is left in place",
+                new_path.display()
+            );
+        }
     }
 
     /// Claims `file_name` by renaming it into `processing/` under `claimed`, then reads it.
-    /// `Ok(None)` when another worker claimed it first; a file that is not a regular file is
-    /// put back, remembered as foreign, and also gives `Ok(None)`.
+    /// `Ok(None)` when another worker claimed it first; a file that is not a regular file, or
+    /// that cannot be read, is put back, remembered as foreign, and also gives `Ok(None)`.
     pub(crate) fn claim(&self, file_name: &str, claimed: &str) -> Result<Option<Vec<u8>>, Error> {
         let from = self.new.join(file_name);
         let to = self.processing.join(claimed);
@@ -206,21 +259,16 @@ impl QueueDir {
             }
         }
         match read_regular_file(&to) {
-            Ok(body) => Ok(Some(body)),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP) | Some(libc::EISDIR)) => {
-                // A link or a folder: never follow or read it; put it back and skip it.
-                let _ = fs::rename(&to, &from);
-                self.lock().ignored.insert(file_name.to_owned());
-                tracing::warn!(
-                    "Skipping {}: not a regular file; it is left in place",
-                    from.display()
-                );
+            Ok(Some(body)) => Ok(Some(body)),
+            Ok(None) => {
+                // A link, a folder, a FIFO, a socket, a device: never followed, opened so that
+                // nothing blocks, never read.
+                self.skip(&to, &from, file_name, "not a regular file");
                 Ok(None)
             }
             Err(e) => {
-                let _ = fs::rename(&to, &from);
-                self.added(file_name);
-                Err(io_error("read", &to, e))
+                self.skip(&to, &from, file_name, &format!("cannot read it ({e})"));
+                Ok(None)
             }
         }
     }
@@ -242,6 +290,16 @@ impl QueueDir {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_error("delete", &path, e)),
             _ => Ok(()),
         }
+    }
+
+    /// Moves a claimed file back to `new/` under a new name due at `due`: a message put in
+    /// `new/` ahead of its `execute_at` then waits for it, for every reader of the folder.
+    pub(crate) fn postpone(&self, claimed: &str, due: f64) -> Result<(), Error> {
+        let from = self.processing.join(claimed);
+        let file_name = name::message_file(due);
+        fs::rename(&from, self.new.join(&file_name)).map_err(|e| io_error("postpone", &from, e))?;
+        self.added(&file_name);
+        Ok(())
     }
 
     /// Moves a claimed file back to `new/` under its original name.
@@ -303,15 +361,34 @@ impl QueueDir {
     }
 }
 
-/// Reads a file without following a symbolic link.
-fn read_regular_file(path: &Path) -> io::Result<Vec<u8>> {
-    let mut file = fs::OpenOptions::new()
+/// Reads a regular file; `Ok(None)` for anything else. A symbolic link is not followed, and the
+/// file is opened without blocking (a FIFO would block the open until a writer came) and
+/// checked before anything is read.
+fn read_regular_file(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    let opened = fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)?;
-    let mut body = Vec::with_capacity(file.metadata().map_or(0, |m| m.len() as usize));
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path);
+    let mut file = match opened {
+        Ok(file) => file,
+        // A link (ELOOP), a socket (ENXIO), a folder on some systems (EISDIR).
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ELOOP | libc::ENXIO | libc::EISDIR)
+            ) =>
+        {
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    let metadata = file.metadata()?;
+    if !metadata.file_type().is_file() {
+        return Ok(None);
+    }
+    let mut body = Vec::with_capacity(metadata.len() as usize);
     file.read_to_end(&mut body)?;
-    Ok(body)
+    Ok(Some(body))
 }
 
 fn sync_dir(dir: &Path) -> io::Result<()> {

@@ -3,10 +3,9 @@
 mod common;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::os::unix::process::CommandExt as _;
 use std::time::{Duration, Instant};
 
-use common::{TempDir, count_files, drop_file, test_options};
+use common::{TempDir, child_arg, count_files, drop_file, run_in_child, test_options};
 use hermes_core::{DEFAULT_PRIORITY, Driver, Error, Message};
 use hermes_fs::{FileSystemDriver, FileSystemOptions};
 use hermes_testkit::bench::cpu_time;
@@ -147,28 +146,6 @@ async fn without_notifications_workers_poll_every_refresh_interval() {
         "{:?}",
         started.elapsed()
     );
-}
-
-/// Runs only the test `test` of this binary in a child process (as the unprivileged user
-/// `nobody` when asked), with `HERMES_FS_CHILD` set to `value`, and checks that it passed.
-fn run_in_child(test: &str, value: &std::path::Path, as_nobody: bool) {
-    let mut command = std::process::Command::new(std::env::current_exe().unwrap());
-    command
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
-        .env("HERMES_FS_CHILD", value);
-    if as_nobody {
-        command.uid(65534).gid(65534);
-    }
-    let output = command.output().unwrap();
-    let log = String::from_utf8_lossy(&output.stdout).into_owned()
-        + &String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{log}");
-    assert!(log.contains("1 passed"), "{log}");
-}
-
-/// The path a parent test handed to this child process, if this is one.
-fn child_arg() -> Option<std::path::PathBuf> {
-    std::env::var_os("HERMES_FS_CHILD").map(Into::into)
 }
 
 /// Measured in a process of its own, so other tests' work does not count.

@@ -2,6 +2,7 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -60,6 +61,28 @@ pub fn drop_file(dir: &Path, queue: &str, bytes: &[u8]) -> PathBuf {
     let path = new.join(name);
     std::fs::rename(&tmp, &path).unwrap();
     path
+}
+
+/// Runs only the test `test` of this binary in a child process (as the unprivileged user
+/// `nobody` when asked), with `HERMES_FS_CHILD` set to `value`, and checks that it passed.
+pub fn run_in_child(test: &str, value: &std::path::Path, as_nobody: bool) {
+    let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+    command
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env("HERMES_FS_CHILD", value);
+    if as_nobody {
+        command.uid(65534).gid(65534);
+    }
+    let output = command.output().unwrap();
+    let log = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{log}");
+    assert!(log.contains("1 passed"), "{log}");
+}
+
+/// The path a parent test handed to this child process, if this is one.
+pub fn child_arg() -> Option<std::path::PathBuf> {
+    std::env::var_os("HERMES_FS_CHILD").map(Into::into)
 }
 
 /// Files in a folder.
