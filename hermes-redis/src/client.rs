@@ -1,6 +1,8 @@
 //! What the driver needs from a Redis client library; one adapter per library.
 
 use std::fmt::Debug;
+use std::future::Future;
+use std::time::Duration;
 
 use hermes_core::{Error, async_trait};
 
@@ -53,4 +55,36 @@ pub trait RedisClient: Debug + Send + Sync + 'static {
 
     /// Runs the command `name` with `args`; the first argument is its key.
     async fn command(&self, name: &'static str, args: &[&[u8]]) -> Result<Reply, Error>;
+}
+
+/// How long one call to Redis may take before it fails with a temporary error, whatever the
+/// client library does meanwhile (waits for a reconnection, retries): 5 s. The adapters and the
+/// `connect_*` functions keep this bound unless given another.
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Runs `call` for at most `timeout`; past that, a temporary error of `driver` saying so.
+pub(crate) async fn bounded<T>(
+    driver: &'static str,
+    timeout: Duration,
+    what: &str,
+    call: impl Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    match tokio::time::timeout(timeout, call).await {
+        Ok(result) => result,
+        Err(_) => Err(Error::driver(
+            driver,
+            format!("{what} got no answer from Redis within {timeout:?}"),
+            true,
+        )),
+    }
+}
+
+/// The error for credentials Redis refused: permanent, naming no credential.
+pub(crate) fn refused_credentials(driver: &'static str) -> Error {
+    Error::Config {
+        driver,
+        message: "Redis refused the credentials (a wrong user name or password, or a user \
+                  without the permissions the driver needs)"
+            .to_owned(),
+    }
 }

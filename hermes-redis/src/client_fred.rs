@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::time::Duration;
 
 use fred::bytes::Bytes;
 use fred::clients::Client;
@@ -11,7 +12,7 @@ use fred::types::scripts::Script as FredScript;
 use fred::types::{ClusterHash, CustomCommand, Value};
 use hermes_core::{Error, async_trait};
 
-use crate::client::{RedisClient, Reply};
+use crate::client::{COMMAND_TIMEOUT, RedisClient, Reply, bounded, refused_credentials};
 use crate::scripts::Script;
 
 /// The driver name of this adapter.
@@ -19,9 +20,14 @@ pub(crate) const NAME: &str = "redis-fred";
 
 /// A `fred` client (standalone or cluster), connected with `init()` and with a reconnect
 /// policy so that it comes back after Redis restarts.
+///
+/// Every call returns within [`COMMAND_TIMEOUT`] (or the bound given to
+/// [`with_timeout`](FredClient::with_timeout)), with a temporary error when Redis did not
+/// answer in time.
 pub struct FredClient {
     client: Client,
     scripts: HashMap<Script, FredScript>,
+    timeout: Duration,
 }
 
 impl FredClient {
@@ -31,7 +37,18 @@ impl FredClient {
             .iter()
             .map(|s| (*s, FredScript::from_lua(s.source())))
             .collect();
-        FredClient { client, scripts }
+        FredClient {
+            client,
+            scripts,
+            timeout: COMMAND_TIMEOUT,
+        }
+    }
+
+    /// The same client with calls bounded by `timeout` instead of [`COMMAND_TIMEOUT`].
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
     }
 }
 
@@ -53,10 +70,13 @@ impl RedisClient for FredClient {
             .iter()
             .map(|a| Value::Bytes(Bytes::copy_from_slice(a)))
             .collect();
-        let value: Value = self.scripts[&script]
-            .evalsha_with_reload(&self.client, keys, args)
-            .await
-            .map_err(map_error)?;
+        let value: Value = bounded(NAME, self.timeout, "a script call", async {
+            self.scripts[&script]
+                .evalsha_with_reload(&self.client, keys, args)
+                .await
+                .map_err(map_error)
+        })
+        .await?;
         Ok(reply(value))
     }
 
@@ -66,7 +86,10 @@ impl RedisClient for FredClient {
             .map(|a| Value::Bytes(Bytes::copy_from_slice(a)))
             .collect();
         let command = CustomCommand::new_static(name, ClusterHash::FirstKey, false);
-        let value: Value = self.client.custom(command, args).await.map_err(map_error)?;
+        let value: Value = bounded(NAME, self.timeout, name, async {
+            self.client.custom(command, args).await.map_err(map_error)
+        })
+        .await?;
         Ok(reply(value))
     }
 }
@@ -89,10 +112,18 @@ fn reply(value: Value) -> Reply {
     }
 }
 
-/// Lost connections, timeouts, cancelled commands (the client is reconnecting), a server still
-/// loading its data and cluster reconfigurations are temporary; the rest is not.
-fn map_error(error: fred::error::Error) -> Error {
+/// Refused credentials are a permanent configuration error; lost connections, timeouts,
+/// cancelled commands (the client is reconnecting), a server still loading its data and cluster
+/// reconfigurations are temporary; the rest is not.
+pub(crate) fn map_error(error: fred::error::Error) -> Error {
     let details = error.details();
+    if *error.kind() == ErrorKind::Auth
+        || ["WRONGPASS", "NOAUTH", "NOPERM"]
+            .iter()
+            .any(|code| details.starts_with(code))
+    {
+        return refused_credentials(NAME);
+    }
     let temporary = matches!(
         error.kind(),
         ErrorKind::IO

@@ -2,12 +2,13 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::time::Duration;
 
 use hermes_core::{Error, async_trait};
 use redis::aio::ConnectionLike;
 use redis::{RedisError, RetryMethod, Value};
 
-use crate::client::{RedisClient, Reply};
+use crate::client::{COMMAND_TIMEOUT, RedisClient, Reply, bounded, refused_credentials};
 use crate::scripts::Script;
 
 /// The driver name of this adapter.
@@ -15,9 +16,14 @@ pub(crate) const NAME: &str = "redis";
 
 /// A connection of the `redis` crate that reconnects by itself and can be cloned cheaply:
 /// `redis::aio::ConnectionManager`, or `redis::cluster_async::ClusterConnection`.
+///
+/// Every call returns within [`COMMAND_TIMEOUT`] (or the bound given to
+/// [`with_timeout`](RedisRsClient::with_timeout)), with a temporary error when Redis did not
+/// answer in time.
 pub struct RedisRsClient<C> {
     connection: C,
     scripts: HashMap<Script, redis::Script>,
+    timeout: Duration,
 }
 
 impl<C> RedisRsClient<C> {
@@ -30,7 +36,15 @@ impl<C> RedisRsClient<C> {
         RedisRsClient {
             connection,
             scripts,
+            timeout: COMMAND_TIMEOUT,
         }
+    }
+
+    /// The same client with calls bounded by `timeout` instead of [`COMMAND_TIMEOUT`].
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
     }
 }
 
@@ -58,10 +72,13 @@ where
             invocation.arg(*arg);
         }
         let mut connection = self.connection.clone();
-        let value: Value = invocation
-            .invoke_async(&mut connection)
-            .await
-            .map_err(map_error)?;
+        let value: Value = bounded(NAME, self.timeout, "a script call", async {
+            invocation
+                .invoke_async(&mut connection)
+                .await
+                .map_err(map_error)
+        })
+        .await?;
         Ok(reply(value))
     }
 
@@ -71,10 +88,13 @@ where
             command.arg(*arg);
         }
         let mut connection = self.connection.clone();
-        let value: Value = command
-            .query_async(&mut connection)
-            .await
-            .map_err(map_error)?;
+        let value: Value = bounded(NAME, self.timeout, name, async {
+            command
+                .query_async(&mut connection)
+                .await
+                .map_err(map_error)
+        })
+        .await?;
         Ok(reply(value))
     }
 }
@@ -103,9 +123,14 @@ fn reply(value: Value) -> Reply {
     }
 }
 
-/// Lost connections, timeouts, a server still loading its data, and cluster reconfigurations
-/// are temporary; the rest is not.
-fn map_error(error: RedisError) -> Error {
+/// Refused credentials are a permanent configuration error; lost connections, timeouts, a
+/// server still loading its data, and cluster reconfigurations are temporary; the rest is not.
+pub(crate) fn map_error(error: RedisError) -> Error {
+    if error.kind() == redis::ErrorKind::AuthenticationFailed
+        || matches!(error.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
+    {
+        return refused_credentials(NAME);
+    }
     let temporary = error.is_io_error()
         || error.is_connection_dropped()
         || error.is_connection_refusal()

@@ -1,34 +1,41 @@
 //! Connecting with each client library.
 
-use std::time::Duration;
-
 use hermes_core::Error;
 
+use crate::client::{COMMAND_TIMEOUT, bounded};
 use crate::{RedisOptions, RedisSetDriver};
-
-/// How long a command may wait for a lost connection before it fails as temporary.
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[cfg(feature = "redis-rs")]
 impl RedisSetDriver {
     /// Connects to `url` (`redis://host:port/db`) with the `redis` crate's `ConnectionManager`,
-    /// which reconnects after Redis restarts.
+    /// which reconnects after Redis restarts. Connecting, and every call later, takes at most
+    /// [`COMMAND_TIMEOUT`](crate::COMMAND_TIMEOUT).
     ///
     /// # Errors
-    /// [`Error::Config`] for a bad URL; a temporary [`Error::Connection`] when Redis cannot be
-    /// reached.
+    /// [`Error::Config`] for a bad URL or refused credentials; a temporary error when Redis
+    /// cannot be reached.
     pub async fn connect_redis(url: &str, options: RedisOptions) -> Result<Self, Error> {
+        let name = crate::client_redis::NAME;
         let client = redis::Client::open(url).map_err(|e| Error::Config {
-            driver: crate::client_redis::NAME,
+            driver: name,
             message: format!("invalid Redis URL: {e}"),
         })?;
         let config = redis::aio::ConnectionManagerConfig::new()
             .set_response_timeout(Some(COMMAND_TIMEOUT))
             .set_connection_timeout(Some(COMMAND_TIMEOUT));
-        let manager = client
-            .get_connection_manager_with_config(config)
-            .await
-            .map_err(|e| Error::connection(crate::client_redis::NAME, e))?;
+        let manager = bounded(name, COMMAND_TIMEOUT, "connecting", async {
+            // One plain connection first: the manager would retry refused credentials until
+            // the bound, reporting a timeout instead of the refusal.
+            client
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(crate::client_redis::map_error)?;
+            client
+                .get_connection_manager_with_config(config)
+                .await
+                .map_err(crate::client_redis::map_error)
+        })
+        .await?;
         RedisSetDriver::from_redis(manager, options)
     }
 
@@ -36,24 +43,28 @@ impl RedisSetDriver {
     /// `redis` crate. Give [`RedisOptions::hash_tag`] so all keys of the queue share a slot.
     ///
     /// # Errors
-    /// [`Error::Config`] for bad URLs; a temporary [`Error::Connection`] when the cluster
-    /// cannot be reached.
+    /// [`Error::Config`] for bad URLs or refused credentials; a temporary error when the
+    /// cluster cannot be reached.
     pub async fn connect_redis_cluster(
         nodes: &[&str],
         options: RedisOptions,
     ) -> Result<Self, Error> {
+        let name = crate::client_redis::NAME;
         let client = redis::cluster::ClusterClientBuilder::new(nodes.to_vec())
             .response_timeout(COMMAND_TIMEOUT)
             .connection_timeout(COMMAND_TIMEOUT)
             .build()
             .map_err(|e| Error::Config {
-                driver: crate::client_redis::NAME,
+                driver: name,
                 message: format!("invalid Redis Cluster nodes: {e}"),
             })?;
-        let connection = client
-            .get_async_connection()
-            .await
-            .map_err(|e| Error::connection(crate::client_redis::NAME, e))?;
+        let connection = bounded(name, COMMAND_TIMEOUT, "connecting", async {
+            client
+                .get_async_connection()
+                .await
+                .map_err(crate::client_redis::map_error)
+        })
+        .await?;
         RedisSetDriver::from_redis(connection, options)
     }
 
@@ -74,17 +85,19 @@ impl RedisSetDriver {
 impl RedisSetDriver {
     /// Connects to `url` (`redis://host:port/db`, or `redis-cluster://host:port` for a cluster)
     /// with `fred`, with a reconnect policy so that it comes back after Redis restarts.
+    /// Connecting, and every call later, takes at most [`COMMAND_TIMEOUT`](crate::COMMAND_TIMEOUT).
     ///
     /// # Errors
-    /// [`Error::Config`] for a bad URL; a temporary [`Error::Connection`] when Redis cannot be
-    /// reached.
+    /// [`Error::Config`] for a bad URL or refused credentials; a temporary error when Redis
+    /// cannot be reached.
     pub async fn connect_fred(url: &str, options: RedisOptions) -> Result<Self, Error> {
         use fred::interfaces::ClientLike;
         use fred::types::Builder;
         use fred::types::config::{Config, ReconnectPolicy};
 
+        let name = crate::client_fred::NAME;
         let config = Config::from_url(url).map_err(|e| Error::Config {
-            driver: crate::client_fred::NAME,
+            driver: name,
             message: format!("invalid Redis URL: {e}"),
         })?;
         let client = Builder::from_config(config)
@@ -96,13 +109,21 @@ impl RedisSetDriver {
             .with_performance_config(|p| p.default_command_timeout = COMMAND_TIMEOUT)
             .build()
             .map_err(|e| Error::Config {
-                driver: crate::client_fred::NAME,
+                driver: name,
                 message: e.to_string(),
             })?;
-        client
-            .init()
-            .await
-            .map_err(|e| Error::connection(crate::client_fred::NAME, e))?;
+        let connected = bounded(name, COMMAND_TIMEOUT, "connecting", async {
+            client
+                .init()
+                .await
+                .map(drop)
+                .map_err(crate::client_fred::map_error)
+        })
+        .await;
+        if let Err(e) = connected {
+            let _ = client.quit().await;
+            return Err(e);
+        }
         RedisSetDriver::from_fred(client, options)
     }
 

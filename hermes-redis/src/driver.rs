@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use hermes_core::time::{poll, unix_now};
@@ -27,9 +27,13 @@ use crate::{DeliveryMode, RedisOptions};
 /// - `receive` runs one script: due messages are promoted (atomically: a member moves only for
 ///   whoever removes it from the schedule), claims older than the visibility timeout are
 ///   returned, and up to [`RedisOptions::prefetch`] messages are taken, highest priority first.
-///   Sets are not ordered: `SPOP` takes a random member, as in Hermes.
+///   Sets are not ordered: `SPOP` takes a random member, as in Hermes. A message taken before
+///   its `execute_at` (put in a set directly) goes to the schedule instead.
 /// - At-least-once (the default): a taken message moves into an in-flight sorted set until
-///   `ack`; a worker killed mid-handler loses nothing. [`DeliveryMode::AtMostOnce`] keeps
+///   `ack`; a worker killed mid-handler loses nothing. Every claim has a token of its own, so
+///   `ack`, `nack` and `extend` of a claim that expired leave the message's next claim alone.
+///   Messages claimed ahead (prefetched) are given back before half the visibility timeout
+///   has passed, when no `receive` took them by then. [`DeliveryMode::AtMostOnce`] keeps
 ///   Hermes' plain `SPOP`.
 /// - Undecodable members go to the list `<key>_quarantine` and are reported.
 ///
@@ -50,7 +54,7 @@ struct Inner {
     serializer: Arc<dyn Serializer>,
     sets: PriorityQueues<String>,
     /// Messages claimed ahead for this process.
-    buffer: Mutex<VecDeque<Claimed>>,
+    buffer: Mutex<VecDeque<Taken>>,
     /// One claim script at a time per process.
     fetching: tokio::sync::Mutex<()>,
     /// Claims acknowledged but not yet removed (deferred acknowledgements).
@@ -62,34 +66,59 @@ struct Inner {
 /// The longest a deferred acknowledgement waits for the next claim before it is sent alone.
 pub const ACK_DELAY: Duration = Duration::from_millis(50);
 
+/// A message taken from a set: its priority and the message as stored, and in at-least-once
+/// mode its claim, the member `<priority>:<token>|<message>` of the in-flight set.
 #[derive(Debug)]
-struct Claimed {
+struct Taken {
     priority: Priority,
-    body: Vec<u8>,
+    /// The claim member; in at-most-once mode, the message alone.
+    member: Vec<u8>,
+    /// Where the message starts in `member`.
+    body_at: usize,
+    claimed: bool,
     at: Instant,
 }
 
-/// A delivered message: its priority and the message as stored. In at-least-once mode, its
-/// claim is the member `<priority>|<message>` of the in-flight set.
-#[derive(Debug)]
-struct RedisReceipt {
-    priority: Priority,
-    body: Vec<u8>,
-    claimed: bool,
-}
+impl Taken {
+    /// A message taken with the claim token `token`, or without a claim when `token` is `None`.
+    fn new(priority: Priority, token: Option<&[u8]>, body: &[u8]) -> Self {
+        let Some(token) = token else {
+            return Taken {
+                priority,
+                member: body.to_vec(),
+                body_at: 0,
+                claimed: false,
+                at: Instant::now(),
+            };
+        };
+        let mut member = format!("{priority}:").into_bytes();
+        member.extend_from_slice(token);
+        member.push(b'|');
+        let body_at = member.len();
+        member.extend_from_slice(body);
+        Taken {
+            priority,
+            member,
+            body_at,
+            claimed: true,
+            at: Instant::now(),
+        }
+    }
 
-impl RedisReceipt {
-    fn claim(&self) -> Vec<u8> {
-        claim_of(self.priority, &self.body)
+    /// The message as stored.
+    fn body(&self) -> &[u8] {
+        &self.member[self.body_at..]
+    }
+
+    /// The claim member, or nothing when the message was taken without a claim.
+    fn claim(&self) -> &[u8] {
+        if self.claimed { &self.member } else { &[] }
     }
 }
 
-/// The in-flight member of a claimed message.
-fn claim_of(priority: Priority, body: &[u8]) -> Vec<u8> {
-    let mut claim = format!("{priority}|").into_bytes();
-    claim.extend_from_slice(body);
-    claim
-}
+/// A delivered message: what was taken.
+#[derive(Debug)]
+struct RedisReceipt(Taken);
 
 impl RedisSetDriver {
     /// A driver over any [`RedisClient`].
@@ -135,30 +164,62 @@ impl RedisSetDriver {
         self.inner.options.delivery == DeliveryMode::AtLeastOnce
     }
 
-    fn buffer(&self) -> std::sync::MutexGuard<'_, VecDeque<Claimed>> {
+    fn buffer(&self) -> std::sync::MutexGuard<'_, VecDeque<Taken>> {
         self.inner.buffer.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Takes the first buffered message of `priorities`. Messages held for more than half the
-    /// visibility timeout are given back instead: their claim may run out before a handler ends.
-    fn take_buffered(&self, priorities: &[Priority]) -> Option<Claimed> {
-        let limit = self.inner.options.visibility_timeout / 2;
+    /// How long a message claimed ahead may wait in the buffer: half the visibility timeout,
+    /// so a handler that gets it has at least that much of its claim left.
+    fn hold_limit(&self) -> Duration {
+        self.inner.options.visibility_timeout / 2
+    }
+
+    /// Takes the buffered messages held for the hold limit or longer out of the buffer.
+    fn take_stale(&self) -> Vec<Taken> {
+        let limit = self.hold_limit();
         let mut buffer = self.buffer();
         let (stale, fresh): (Vec<_>, Vec<_>) =
-            buffer.drain(..).partition(|c| c.at.elapsed() > limit);
-        buffer.extend(fresh);
+            buffer.drain(..).partition(|c| c.at.elapsed() >= limit);
+        *buffer = fresh.into();
+        stale
+    }
+
+    /// Gives back `stale` messages in a task of its own. A claim that expired meanwhile is
+    /// left alone (its token no longer matches), so a message another worker took runs once.
+    fn return_in_background(&self, stale: Vec<Taken>) {
+        if stale.is_empty() {
+            return;
+        }
+        let driver = self.clone();
+        tokio::spawn(async move {
+            let _ = driver.give_back_all(&stale).await;
+        });
+    }
+
+    /// Takes the first buffered message of `priorities`. Messages held for the hold limit are
+    /// given back instead of handed out.
+    fn take_buffered(&self, priorities: &[Priority]) -> Option<Taken> {
+        let stale = self.take_stale();
+        self.return_in_background(stale);
+        let mut buffer = self.buffer();
         let index = buffer
             .iter()
             .position(|c| priorities.is_empty() || priorities.contains(&c.priority));
-        let taken = index.and_then(|i| buffer.remove(i));
-        drop(buffer);
-        for claimed in stale {
-            let driver = self.clone();
-            tokio::spawn(async move {
-                let _ = driver.return_claimed(claimed).await;
-            });
-        }
-        taken
+        index.and_then(|i| buffer.remove(i))
+    }
+
+    /// After the hold limit, gives back what is still buffered then, even when no `receive`
+    /// comes (the worker's handlers are all busy). Holds the driver weakly.
+    fn expire_buffered_later(&self) {
+        let inner: Weak<Inner> = Arc::downgrade(&self.inner);
+        let limit = self.hold_limit();
+        tokio::spawn(async move {
+            tokio::time::sleep(limit).await;
+            if let Some(inner) = inner.upgrade() {
+                let driver = RedisSetDriver { inner };
+                let _ = driver.give_back_all(&driver.take_stale()).await;
+            }
+        });
     }
 
     /// Claims messages into the buffer; returns how many arrived. The claim runs in a task of
@@ -199,7 +260,8 @@ impl RedisSetDriver {
             .map_or(1, |i| i + 1);
         let mut keys: Vec<&str> = vec![
             &inner.keys.schedule,
-            &inner.keys.schedule_priorities,
+            &inner.keys.schedule_index,
+            &inner.keys.legacy_schedule_priorities,
             &inner.keys.in_flight,
         ];
         keys.extend(sets.iter().map(|(_, key, _)| key.as_str()));
@@ -215,6 +277,7 @@ impl RedisSetDriver {
                 .map(|(_, _, taken)| if *taken { "1" } else { "0" }.to_owned()),
         );
         args.push(default_index.to_string());
+        args.push(format!("{:016x}", rand::random::<u64>()));
         let acked = self.take_acked();
         let mut args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         args.extend(acked.iter().map(Vec::as_slice));
@@ -228,57 +291,66 @@ impl RedisSetDriver {
         let Reply::Array(items) = reply else {
             return Ok(0);
         };
-        let now = Instant::now();
-        let mut claimed = Vec::with_capacity(items.len() / 2);
+        let at_least_once = self.at_least_once();
+        let mut taken = Vec::with_capacity(items.len() / 3);
         let mut items = items.into_iter();
-        while let (Some(priority), Some(body)) = (items.next(), items.next()) {
+        while let (Some(priority), Some(token), Some(body)) =
+            (items.next(), items.next(), items.next())
+        {
             let priority = priority
                 .as_int()
                 .and_then(|p| Priority::try_from(p).ok())
                 .unwrap_or(DEFAULT_PRIORITY);
-            claimed.push(Claimed {
+            let token = token.into_bytes().unwrap_or_default();
+            let body = body.into_bytes().unwrap_or_default();
+            taken.push(Taken::new(
                 priority,
-                body: body.into_bytes().unwrap_or_default(),
-                at: now,
-            });
+                at_least_once.then_some(token.as_slice()),
+                &body,
+            ));
         }
-        let count = claimed.len();
-        self.buffer().extend(claimed);
+        let count = taken.len();
+        self.buffer().extend(taken);
+        if at_least_once && count > 0 {
+            self.expire_buffered_later();
+        }
         Ok(count)
     }
 
-    /// Decodes a claimed message, or quarantines it.
-    async fn deliver(&self, claimed: Claimed) -> Result<Delivery, Error> {
-        let receipt = RedisReceipt {
-            priority: claimed.priority,
-            body: claimed.body,
-            claimed: self.at_least_once(),
-        };
-        match self.inner.serializer.deserialize(&receipt.body) {
+    /// Decodes a taken message, or quarantines it. `Ok(None)` when it is not due yet: it was
+    /// put in its set directly, ahead of its `execute_at`, and now waits in the schedule.
+    async fn deliver(&self, taken: Taken) -> Result<Option<Delivery>, Error> {
+        match self.inner.serializer.deserialize(taken.body()) {
+            Ok(message) if !message.is_due_at(unix_now()) => {
+                self.schedule(message.due(), taken.body(), taken.priority, taken.claim())
+                    .await?;
+                Ok(None)
+            }
             Ok(message) => {
-                let at_least_once = receipt.claimed;
-                let delivery = Delivery::new(message, receipt.priority, Receipt::new(receipt));
-                // A prefetched claim is handed out within half the visibility timeout, so at
-                // least that much of it is left.
-                Ok(if at_least_once {
-                    delivery.with_lease(self.inner.options.visibility_timeout / 2)
+                // Handed out within the hold limit, so at least half the visibility timeout
+                // of the claim is left.
+                let lease = self
+                    .inner
+                    .options
+                    .visibility_timeout
+                    .saturating_sub(taken.at.elapsed());
+                let claimed = taken.claimed;
+                let delivery =
+                    Delivery::new(message, taken.priority, Receipt::new(RedisReceipt(taken)));
+                Ok(Some(if claimed {
+                    delivery.with_lease(lease)
                 } else {
                     delivery
-                })
+                }))
             }
             Err(source) => {
                 let keys = [
                     self.inner.keys.quarantine.as_str(),
                     &self.inner.keys.in_flight,
                 ];
-                let claim = if receipt.claimed {
-                    receipt.claim()
-                } else {
-                    Vec::new()
-                };
                 self.inner
                     .client
-                    .eval(Script::Quarantine, &keys, &[&receipt.body, &claim])
+                    .eval(Script::Quarantine, &keys, &[taken.body(), taken.claim()])
                     .await?;
                 Err(Error::Undecodable {
                     quarantine: format!("the Redis list {}", self.inner.keys.quarantine),
@@ -286,6 +358,44 @@ impl RedisSetDriver {
                 })
             }
         }
+    }
+
+    /// Puts `body` in the schedule, due at `due`, remembering `priority`; for a claimed
+    /// message, only while `claim` (non-empty) lasts, which it ends.
+    async fn schedule(
+        &self,
+        due: f64,
+        body: &[u8],
+        priority: Priority,
+        claim: &[u8],
+    ) -> Result<(), Error> {
+        let keys = [
+            self.inner.keys.schedule.as_str(),
+            &self.inner.keys.schedule_index,
+            &self.inner.keys.in_flight,
+        ];
+        let priority = if priority == DEFAULT_PRIORITY {
+            String::new()
+        } else {
+            priority.to_string()
+        };
+        let due = due.to_string();
+        let now = unix_now().to_string();
+        self.inner
+            .client
+            .eval(
+                Script::Schedule,
+                &keys,
+                &[
+                    due.as_bytes(),
+                    body,
+                    priority.as_bytes(),
+                    now.as_bytes(),
+                    claim,
+                ],
+            )
+            .await?;
+        Ok(())
     }
 
     fn take_acked(&self) -> Vec<Vec<u8>> {
@@ -330,12 +440,6 @@ impl RedisSetDriver {
         Ok(())
     }
 
-    /// Returns a message claimed ahead but not handed out to its set.
-    async fn return_claimed(&self, claimed: Claimed) -> Result<(), Error> {
-        self.give_back(claimed.priority, &claimed.body, self.at_least_once())
-            .await
-    }
-
     /// The set of `priority`, or the default set when it has none any more.
     fn set_of(&self, priority: Priority) -> String {
         self.inner
@@ -344,19 +448,30 @@ impl RedisSetDriver {
             .unwrap_or_else(|| self.inner.keys.default_set.clone())
     }
 
+    /// Gives back every one of `taken`; the first error, if any, after trying all.
+    async fn give_back_all(&self, taken: &[Taken]) -> Result<(), Error> {
+        let mut result = Ok(());
+        for t in taken {
+            if let Err(e) = self.give_back(t).await {
+                result = result.and(Err(e));
+            }
+        }
+        result
+    }
+
     /// Puts a message back in its set; a claimed one only while its claim lasts.
-    async fn give_back(&self, priority: Priority, body: &[u8], claimed: bool) -> Result<(), Error> {
-        let set = self.set_of(priority);
-        if claimed {
+    async fn give_back(&self, taken: &Taken) -> Result<(), Error> {
+        let set = self.set_of(taken.priority);
+        if taken.claimed {
             let keys = [self.inner.keys.in_flight.as_str(), &set];
             self.inner
                 .client
-                .eval(Script::Nack, &keys, &[&claim_of(priority, body)])
+                .eval(Script::Nack, &keys, &[taken.claim()])
                 .await?;
         } else {
             self.inner
                 .client
-                .command("SADD", &[set.as_bytes(), body])
+                .command("SADD", &[set.as_bytes(), taken.body()])
                 .await?;
         }
         Ok(())
@@ -388,26 +503,7 @@ impl Driver for RedisSetDriver {
         let key = self.inner.sets.get(priority)?;
         let body = self.inner.serializer.serialize(message)?;
         match message.execute_at() {
-            Some(at) if at > unix_now() => {
-                let keys = [
-                    self.inner.keys.schedule.as_str(),
-                    &self.inner.keys.schedule_priorities,
-                ];
-                let priority = if priority == DEFAULT_PRIORITY {
-                    String::new()
-                } else {
-                    priority.to_string()
-                };
-                let at = at.to_string();
-                self.inner
-                    .client
-                    .eval(
-                        Script::Schedule,
-                        &keys,
-                        &[at.as_bytes(), &body, priority.as_bytes()],
-                    )
-                    .await?;
-            }
+            Some(at) if at > unix_now() => self.schedule(at, &body, priority, &[]).await?,
             _ => {
                 self.inner
                     .client
@@ -426,8 +522,11 @@ impl Driver for RedisSetDriver {
         self.inner.sets.marked(priorities)?;
         poll(wait, self.inner.options.refresh_interval, || async {
             loop {
-                if let Some(claimed) = self.take_buffered(priorities) {
-                    return self.deliver(claimed).await.map(Some);
+                if let Some(taken) = self.take_buffered(priorities) {
+                    match self.deliver(taken).await? {
+                        Some(delivery) => return Ok(Some(delivery)),
+                        None => continue,
+                    }
                 }
                 if self.fetch(priorities).await? == 0 {
                     return Ok(None);
@@ -438,33 +537,32 @@ impl Driver for RedisSetDriver {
     }
 
     async fn ack(&self, delivery: &Delivery) -> Result<(), Error> {
-        let receipt = delivery.receipt().expect::<RedisReceipt>(self.name())?;
-        if !receipt.claimed {
+        let RedisReceipt(taken) = delivery.receipt().expect::<RedisReceipt>(self.name())?;
+        if !taken.claimed {
             return Ok(());
         }
         if self.inner.options.deferred_acks {
-            self.defer_acks(vec![receipt.claim()]);
+            self.defer_acks(vec![taken.claim().to_vec()]);
             return Ok(());
         }
         self.inner
             .client
             .command(
                 "ZREM",
-                &[self.inner.keys.in_flight.as_bytes(), &receipt.claim()],
+                &[self.inner.keys.in_flight.as_bytes(), taken.claim()],
             )
             .await?;
         Ok(())
     }
 
     async fn nack(&self, delivery: &Delivery) -> Result<(), Error> {
-        let receipt = delivery.receipt().expect::<RedisReceipt>(self.name())?;
-        self.give_back(receipt.priority, &receipt.body, receipt.claimed)
-            .await
+        let RedisReceipt(taken) = delivery.receipt().expect::<RedisReceipt>(self.name())?;
+        self.give_back(taken).await
     }
 
     async fn extend(&self, delivery: &Delivery, by: Duration) -> Result<(), Error> {
-        let receipt = delivery.receipt().expect::<RedisReceipt>(self.name())?;
-        if !receipt.claimed {
+        let RedisReceipt(taken) = delivery.receipt().expect::<RedisReceipt>(self.name())?;
+        if !taken.claimed {
             return Ok(());
         }
         let by = by.as_secs_f64().to_string();
@@ -480,7 +578,7 @@ impl Driver for RedisSetDriver {
             .eval(
                 Script::Extend,
                 &[&self.inner.keys.in_flight],
-                &[&receipt.claim(), by.as_bytes(), visibility.as_bytes()],
+                &[taken.claim(), by.as_bytes(), visibility.as_bytes()],
             )
             .await?;
         if reply.as_int() == Some(1) {
@@ -493,13 +591,8 @@ impl Driver for RedisSetDriver {
     }
 
     async fn flush(&self) -> Result<(), Error> {
-        let claimed: Vec<Claimed> = self.buffer().drain(..).collect();
-        let mut result = self.remove_acked().await;
-        for c in claimed {
-            if let Err(e) = self.return_claimed(c).await {
-                result = result.and(Err(e));
-            }
-        }
-        result
+        let buffered: Vec<Taken> = self.buffer().drain(..).collect();
+        let acked = self.remove_acked().await;
+        self.give_back_all(&buffered).await.and(acked)
     }
 }

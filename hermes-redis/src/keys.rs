@@ -12,8 +12,11 @@ pub(crate) struct Keys {
     /// The set of the default priority.
     pub(crate) default_set: String,
     pub(crate) schedule: String,
-    /// The priorities of delayed messages sent to another priority than the default.
-    pub(crate) schedule_priorities: String,
+    /// The priorities of delayed messages sent to another priority than the default: the sorted
+    /// set of `<priority>|<message>`, scored by the due time.
+    pub(crate) schedule_index: String,
+    /// The hash `<message>` → priority older versions kept instead; read, never written.
+    pub(crate) legacy_schedule_priorities: String,
     /// Claimed messages: `<priority>|<message>` → claim time.
     pub(crate) in_flight: String,
     /// Undecodable messages.
@@ -35,7 +38,8 @@ impl Keys {
         Ok(Keys {
             default_set: key(&options.key),
             schedule: key(&options.schedule_key),
-            schedule_priorities: key(&format!("{}_priorities", options.schedule_key)),
+            schedule_index: key(&format!("{}_by_priority", options.schedule_key)),
+            legacy_schedule_priorities: key(&format!("{}_priorities", options.schedule_key)),
             in_flight: key(&format!("{}_in_flight", options.key)),
             quarantine: key(&format!("{}_quarantine", options.key)),
             prefix,
@@ -69,6 +73,8 @@ mod tests {
             &keys.schedule,
             &keys.in_flight,
             &keys.quarantine,
+            &keys.schedule_index,
+            &keys.legacy_schedule_priorities,
         ] {
             assert!(key.starts_with("{jobs}"), "{key}");
         }

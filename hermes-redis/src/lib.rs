@@ -33,7 +33,7 @@ mod keys;
 mod scripts;
 mod shutdown;
 
-pub use client::{RedisClient, Reply};
+pub use client::{COMMAND_TIMEOUT, RedisClient, Reply};
 #[cfg(feature = "fred")]
 pub use client_fred::FredClient;
 #[cfg(feature = "redis-rs")]

@@ -5,7 +5,8 @@
 pub enum Script {
     /// Promote due delayed messages, return expired claims, then claim up to N messages.
     Claim,
-    /// Schedule a delayed message, remembering its priority.
+    /// Schedule a delayed message, remembering its priority; also for a claimed message that
+    /// is not due yet.
     Schedule,
     /// Give a claim back to its set.
     Nack,
@@ -37,45 +38,66 @@ impl Script {
     }
 }
 
-/// KEYS: 1 schedule, 2 schedule priorities, 3 in-flight, 4.. the priority sets, highest
-/// priority first.
+/// KEYS: 1 schedule, 2 priority index of the schedule, 3 the older priority hash, 4 in-flight,
+/// 5.. the priority sets, highest priority first.
 /// ARGV: 1 now (the emitters' clock, as Hermes compares due times), 2 visibility timeout in
 /// seconds (0: at most once, no claims), 3 most messages to take, 4 n (number of sets), 4+i
 /// priority of set i, 4+n+i '1' when set i may be taken from, 5+2n the index of the default set,
-/// 6+2n.. claims acknowledged since the last call, removed first.
-/// A claim is the member `<priority>|<message>` of the in-flight set, scored by the claim time
-/// (the server's clock). Returns the priority and the message of each message taken.
+/// 6+2n a token prefix unique to this call, 7+2n.. claims acknowledged since the last call,
+/// removed first.
+/// A claim is the member `<priority>:<token>|<message>` of the in-flight set, scored by the
+/// claim time (the server's clock); the token makes every claim of one message a member of its
+/// own, so an operation on an expired claim cannot touch the next one. Claims of the older
+/// format `<priority>|<message>` still come back when they expire. Returns the priority, the
+/// token and the message of each message taken.
 const CLAIM: &str = r"
 local now = tonumber(ARGV[1])
 local visibility = tonumber(ARGV[2])
 local max = tonumber(ARGV[3])
 local n = tonumber(ARGV[4])
-local default_set = KEYS[3 + tonumber(ARGV[5 + 2 * n])]
-for i = 6 + 2 * n, #ARGV do
-  redis.call('ZREM', KEYS[3], ARGV[i])
+local default_set = KEYS[4 + tonumber(ARGV[5 + 2 * n])]
+local prefix = ARGV[6 + 2 * n]
+for i = 7 + 2 * n, #ARGV do
+  redis.call('ZREM', KEYS[4], ARGV[i])
 end
 local function set_of(priority)
   for i = 1, n do
-    if ARGV[4 + i] == priority then return KEYS[3 + i] end
+    if ARGV[4 + i] == priority then return KEYS[4 + i] end
   end
   return default_set
 end
+local indexed = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 100)
+for _, entry in ipairs(indexed) do
+  redis.call('ZREM', KEYS[2], entry)
+  local bar = string.find(entry, '|', 1, true)
+  local member = string.sub(entry, bar + 1)
+  if redis.call('ZREM', KEYS[1], member) == 1 then
+    redis.call('SADD', set_of(string.sub(entry, 1, bar - 1)), member)
+  end
+end
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 100)
+local legacy = #due > 0 and redis.call('EXISTS', KEYS[3]) == 1
 for _, member in ipairs(due) do
   if redis.call('ZREM', KEYS[1], member) == 1 then
-    local priority = redis.call('HGET', KEYS[2], member)
-    if priority then redis.call('HDEL', KEYS[2], member) end
+    local priority = nil
+    if legacy then
+      priority = redis.call('HGET', KEYS[3], member)
+      if priority then redis.call('HDEL', KEYS[3], member) end
+    end
     redis.call('SADD', set_of(priority), member)
   end
 end
 local clock = redis.call('TIME')
 local server_now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
 if visibility > 0 then
-  local expired = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', server_now - visibility, 'LIMIT', 0, 100)
+  local expired = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', server_now - visibility, 'LIMIT', 0, 100)
   for _, claim in ipairs(expired) do
-    redis.call('ZREM', KEYS[3], claim)
+    redis.call('ZREM', KEYS[4], claim)
     local bar = string.find(claim, '|', 1, true)
-    redis.call('SADD', set_of(string.sub(claim, 1, bar - 1)), string.sub(claim, bar + 1))
+    local head = string.sub(claim, 1, bar - 1)
+    local colon = string.find(head, ':', 1, true)
+    if colon then head = string.sub(head, 1, colon - 1) end
+    redis.call('SADD', set_of(head), string.sub(claim, bar + 1))
   end
 end
 local out = {}
@@ -83,12 +105,14 @@ local taken = 0
 for i = 1, n do
   if taken >= max then break end
   if ARGV[4 + n + i] == '1' then
-    local members = redis.call('SPOP', KEYS[3 + i], max - taken)
+    local members = redis.call('SPOP', KEYS[4 + i], max - taken)
     for _, member in ipairs(members) do
+      local token = prefix .. '.' .. taken
       if visibility > 0 then
-        redis.call('ZADD', KEYS[3], server_now, ARGV[4 + i] .. '|' .. member)
+        redis.call('ZADD', KEYS[4], server_now, ARGV[4 + i] .. ':' .. token .. '|' .. member)
       end
       out[#out + 1] = ARGV[4 + i]
+      out[#out + 1] = token
       out[#out + 1] = member
       taken = taken + 1
     end
@@ -97,11 +121,23 @@ end
 return out
 ";
 
-/// KEYS: 1 schedule, 2 schedule priorities. ARGV: 1 due time, 2 message, 3 priority ('' for the
-/// default priority, which Hermes' promotion assumes anyway).
+/// KEYS: 1 schedule, 2 priority index of the schedule, 3 in-flight. ARGV: 1 due time, 2 message,
+/// 3 priority ('' for the default priority, which Hermes' promotion assumes anyway), 4 now,
+/// 5 the claim the message leaves ('' when none).
+/// A message of another priority also gets the index entry `<priority>|<message>` with the same
+/// due time; whoever promotes it removes it. Entries whose message a promoter that knows no
+/// index (PHP's) took are removed here. Returns 0 when the claim is gone (nothing is scheduled).
 const SCHEDULE: &str = r"
+if ARGV[5] ~= '' and redis.call('ZREM', KEYS[3], ARGV[5]) == 0 then return 0 end
 redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
-if ARGV[3] ~= '' then redis.call('HSET', KEYS[2], ARGV[2], ARGV[3]) end
+if ARGV[3] ~= '' then redis.call('ZADD', KEYS[2], ARGV[1], ARGV[3] .. '|' .. ARGV[2]) end
+local stale = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[4], 'LIMIT', 0, 100)
+for _, entry in ipairs(stale) do
+  local bar = string.find(entry, '|', 1, true)
+  if not redis.call('ZSCORE', KEYS[1], string.sub(entry, bar + 1)) then
+    redis.call('ZREM', KEYS[2], entry)
+  end
+end
 return 1
 ";
 

@@ -198,6 +198,7 @@ impl Harness for RedisHarness {
             "",
             "_schedule",
             "_schedule_priorities",
+            "_schedule_by_priority",
             "_in_flight",
             "_quarantine",
             "-high",

@@ -1,0 +1,146 @@
+//! A Redis of the test's own (its own port, a password): refused credentials are permanent
+//! errors that name no credential, and every call keeps its documented bound while Redis is
+//! gone or frozen.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hermes_core::{DEFAULT_PRIORITY, Driver, Error, Message};
+use hermes_redis::{COMMAND_TIMEOUT, RedisOptions, RedisSetDriver};
+
+const PASSWORD: &str = "s3cret-pass";
+
+/// A `redis-server` child on a free loopback port, killed when dropped.
+struct OwnRedis {
+    child: Child,
+    port: u16,
+}
+
+impl OwnRedis {
+    fn start() -> OwnRedis {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--requirepass",
+                PASSWORD,
+            ])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server is installed (the test command installs it)");
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "redis-server did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        OwnRedis { child, port }
+    }
+
+    fn url(&self, password: &str) -> String {
+        format!("redis://:{password}@127.0.0.1:{}/", self.port)
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+impl Drop for OwnRedis {
+    fn drop(&mut self) {
+        self.signal("-CONT");
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn connect(fred: bool, url: &str) -> Result<RedisSetDriver, Error> {
+    if fred {
+        RedisSetDriver::connect_fred(url, RedisOptions::default()).await
+    } else {
+        RedisSetDriver::connect_redis(url, RedisOptions::default()).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_password_is_a_permanent_error_naming_no_password() {
+    let redis = OwnRedis::start();
+    for fred in [false, true] {
+        let started = Instant::now();
+        let err = connect(fred, &redis.url("wrong-pass")).await.unwrap_err();
+        let text = format!("{err} {err:?}");
+        assert!(!err.is_temporary(), "fred {fred}: retried as lost: {text}");
+        assert!(matches!(err, Error::Config { .. }), "fred {fred}: {text}");
+        assert!(text.contains("credentials"), "{text}");
+        assert!(
+            !text.contains("wrong-pass") && !text.contains(PASSWORD),
+            "{text}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+        let driver = connect(fred, &redis.url(PASSWORD)).await.unwrap();
+        driver
+            .send(&Message::new("t"), DEFAULT_PRIORITY)
+            .await
+            .unwrap();
+        assert!(!format!("{driver:?}").contains(PASSWORD));
+    }
+}
+
+/// Every call returns within COMMAND_TIMEOUT (plus a little) with a temporary error, while Redis
+/// is frozen (SIGSTOP) and after it is gone (SIGKILL).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_keep_their_bound_while_redis_is_frozen_or_gone() {
+    let bound = COMMAND_TIMEOUT + Duration::from_millis(500);
+    for fred in [false, true] {
+        let redis = OwnRedis::start();
+        let driver = connect(fred, &redis.url(PASSWORD)).await.unwrap();
+        driver
+            .send(&Message::new("t"), DEFAULT_PRIORITY)
+            .await
+            .unwrap();
+        for (signal, state) in [("-STOP", "frozen"), ("-KILL", "gone")] {
+            redis.signal(signal);
+            // Once Redis is gone, the first call fails at once (a broken pipe); the next ones
+            // wait for reconnection attempts, which the bound cuts.
+            let attempts = if state == "gone" { 2 } else { 1 };
+            for attempt in 0..attempts {
+                let started = Instant::now();
+                let err = driver
+                    .send(&Message::new("t"), DEFAULT_PRIORITY)
+                    .await
+                    .unwrap_err();
+                let took = started.elapsed();
+                println!("fred {fred}, Redis {state}, emit {attempt}: {took:?}: {err}");
+                assert!(took <= bound, "fred {fred}, {state}: an emit took {took:?}");
+                assert!(err.is_temporary(), "{err}");
+                let started = Instant::now();
+                let result = driver.receive(&[], Duration::from_millis(100)).await;
+                let took = started.elapsed();
+                assert!(
+                    took <= bound,
+                    "fred {fred}, {state}: a receive took {took:?}"
+                );
+                assert!(result.is_err_and(|e| e.is_temporary()));
+            }
+        }
+    }
+}
