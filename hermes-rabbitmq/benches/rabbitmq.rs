@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use hermes_core::{DEFAULT_PRIORITY, Emitter, JsonSerializer, Message, Serializer};
-use hermes_rabbitmq::{RabbitMqDriver, RabbitMqOptions, queues_of};
+use hermes_rabbitmq::{RabbitMqDriver, RabbitMqOptions, exchanges_of, queues_of};
 use hermes_testkit::bench::{idle_latency, print_ratio, time_dispatch};
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
-    ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions,
+    ConfirmSelectOptions, ExchangeDeleteOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
@@ -167,6 +167,11 @@ async fn main() {
     for name in queues_of(&queue) {
         let _ = channel
             .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
+            .await;
+    }
+    for name in exchanges_of(&queue) {
+        let _ = channel
+            .exchange_delete(name.as_str().into(), ExchangeDeleteOptions::default())
             .await;
     }
     let _ = connection.close(200, "bye".into()).await;

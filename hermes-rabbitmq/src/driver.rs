@@ -10,20 +10,22 @@ use hermes_core::{
     PriorityQueues, Receipt, Serializer, async_trait, validate_queue_name,
 };
 use lapin::options::{BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions};
-use lapin::types::{AMQPValue, FieldTable};
+use lapin::types::FieldTable;
 use lapin::{Acker, BasicProperties, Consumer};
 use tokio::time::Instant;
 
 use crate::buffer::{Buffer, Buffered};
 use crate::error::lapin_error;
+use crate::ladder::{DELAY_LEVELS, Trip, arrival_exchange, delay_level, long_delay_queue};
 use crate::session::{Consuming, Session};
 use crate::{RabbitMqOptions, UndecodableAction};
 
 pub(crate) const NAME: &str = "rabbitmq";
 
-/// The delay queues' TTLs in milliseconds: a delayed message waits in the longest one that
-/// does not pass its due time, and is delayed again until it is due.
-pub const DELAY_LEVELS_MS: [u64; 12] = [
+/// The TTLs in milliseconds of the delay queues `<queue>.delay.<ms>` of earlier versions, which
+/// dead-letter straight into the queue: messages still in them arrive early and are delayed
+/// again by the consumer. New delays go through the ladder (see [`delay_level`]).
+pub const LEGACY_DELAY_LEVELS_MS: [u64; 12] = [
     10, 40, 160, 640, 2_560, 10_240, 40_960, 163_840, 655_360, 2_621_440, 10_485_760, 41_943_040,
 ];
 
@@ -34,8 +36,9 @@ const HIGHER_PRIORITY_PATIENCE: Duration = Duration::from_millis(250);
 /// How long `flush` waits for a cancelled consumer's last deliveries.
 const FORWARDER_END: Duration = Duration::from_secs(5);
 
-/// The delay queue of `queue` whose messages wait `level_ms` milliseconds.
-pub fn delay_queue(queue: &str, level_ms: u64) -> String {
+/// The delay queue of earlier versions for `queue` whose messages waited `level_ms`
+/// milliseconds.
+pub fn legacy_delay_queue(queue: &str, level_ms: u64) -> String {
     format!("{queue}.delay.{level_ms}")
 }
 
@@ -44,11 +47,28 @@ pub fn quarantine_queue(queue: &str) -> String {
     format!("{queue}.quarantine")
 }
 
-/// Every queue the driver may declare for the queue `queue`: itself, its delay queues and, for
-/// the default queue, its quarantine.
+/// Every queue the driver may declare for the queue `queue` (itself, the levels of its delay
+/// ladder, its quarantine), and the delay queues earlier versions declared.
 pub fn queues_of(queue: &str) -> Vec<String> {
-    let mut names = vec![queue.to_owned(), quarantine_queue(queue)];
-    names.extend(DELAY_LEVELS_MS.iter().map(|l| delay_queue(queue, *l)));
+    let mut names = vec![
+        queue.to_owned(),
+        quarantine_queue(queue),
+        long_delay_queue(queue),
+    ];
+    names.extend((0..DELAY_LEVELS).map(|l| delay_level(queue, l)));
+    names.extend(
+        LEGACY_DELAY_LEVELS_MS
+            .iter()
+            .map(|l| legacy_delay_queue(queue, *l)),
+    );
+    names
+}
+
+/// Every exchange the driver may declare for the queue `queue`: the levels of its delay ladder
+/// and the exchange it ends in.
+pub fn exchanges_of(queue: &str) -> Vec<String> {
+    let mut names: Vec<String> = (0..DELAY_LEVELS).map(|l| delay_level(queue, l)).collect();
+    names.push(arrival_exchange(queue));
     names
 }
 
@@ -72,7 +92,6 @@ pub struct RabbitMqDriver {
     inner: Arc<Inner>,
 }
 
-#[derive(Debug)]
 struct Inner {
     url: String,
     queue: String,
@@ -81,6 +100,45 @@ struct Inner {
     queues: PriorityQueues<String>,
     session: tokio::sync::Mutex<Option<Arc<Session>>>,
     buffer: Buffer,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RabbitMqDriver")
+            .field("url", &redact_url(&self.url))
+            .field("queue", &self.queue)
+            .field("options", &self.options)
+            .field("queues", &self.queues)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `url` with the password of its user information replaced by `***`.
+fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let Some((userinfo, host)) = authority.rsplit_once('@') else {
+        return url.to_owned();
+    };
+    let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
+    let hidden = if userinfo.contains(':') { ":***" } else { "" };
+    format!("{scheme}://{user}{hidden}@{host}{path}")
+}
+
+/// Checks a queue name for RabbitMQ: Hermes' rules, and not `amq.`, which the broker keeps for
+/// itself.
+fn validate_rabbitmq_queue_name(name: &str) -> Result<(), Error> {
+    validate_queue_name(name)?;
+    if name.starts_with("amq.") {
+        return Err(Error::InvalidQueueName {
+            name: hermes_core::excerpt(name),
+            reason: "RabbitMQ keeps names starting with 'amq.' for itself",
+        });
+    }
+    Ok(())
 }
 
 /// A delivered message's acknowledgement handle.
@@ -104,10 +162,10 @@ impl RabbitMqDriver {
     /// (`amqp://guest:guest@127.0.0.1:5672/%2f`). Nothing connects until first use.
     ///
     /// # Errors
-    /// [`Error::InvalidQueueName`] for an invalid queue name; [`Error::Config`] for a prefetch
-    /// of 0 or an empty consumer tag.
+    /// [`Error::InvalidQueueName`] for an invalid queue name (RabbitMQ also refuses names
+    /// starting with `amq.`); [`Error::Config`] for a prefetch of 0 or an empty consumer tag.
     pub fn new(url: &str, queue: &str, options: RabbitMqOptions) -> Result<Self, Error> {
-        validate_queue_name(queue)?;
+        validate_rabbitmq_queue_name(queue)?;
         if options.prefetch == 0 {
             return Err(config_error("the prefetch must be at least 1"));
         }
@@ -159,7 +217,7 @@ impl RabbitMqDriver {
     }
 
     /// Puts `body`, due at `due`, on its way to `target`: into the target when due, else into
-    /// the longest delay queue that does not pass the due time.
+    /// the target's delay ladder, which lets it into the target when due (see [`delay_level`]).
     async fn route(
         &self,
         session: &Session,
@@ -173,25 +231,14 @@ impl RabbitMqDriver {
         if remaining_ms <= 0.0 {
             return session.publish(target, body, self.properties()).await;
         }
-        let level = DELAY_LEVELS_MS
-            .iter()
-            .rev()
-            .find(|l| (**l as f64) <= remaining_ms)
-            .copied()
-            .unwrap_or(DELAY_LEVELS_MS[0]);
-        let delay_queue = delay_queue(target, level);
-        let mut arguments = FieldTable::default();
-        arguments.insert("x-message-ttl".into(), AMQPValue::LongLongInt(level as i64));
-        arguments.insert(
-            "x-dead-letter-exchange".into(),
-            AMQPValue::LongString("".into()),
-        );
-        arguments.insert(
-            "x-dead-letter-routing-key".into(),
-            AMQPValue::LongString(target.into()),
-        );
-        session.declare(&delay_queue, arguments).await?;
-        session.publish(&delay_queue, body, self.properties()).await
+        session
+            .publish_delayed(
+                target,
+                Trip::for_delay(remaining_ms),
+                body,
+                self.properties(),
+            )
+            .await
     }
 
     /// The consumer tag for `queue`.
@@ -204,7 +251,8 @@ impl RabbitMqDriver {
         }
     }
 
-    /// Makes sure `session` consumes every queue of `queues`.
+    /// Makes sure `session` consumes every queue of `queues`, and the long-delay queue of each
+    /// (where messages delayed longer than the ladder holds wait for a worker to send them on).
     ///
     /// A consumer is started in a task of its own, so a dropped `receive` never leaves a
     /// consumer on the broker without its forwarder.
@@ -213,16 +261,25 @@ impl RabbitMqDriver {
         session: &Arc<Session>,
         queues: &[(Priority, String)],
     ) -> Result<(), Error> {
+        let wanted: Vec<Consumed> = queues
+            .iter()
+            .flat_map(|(priority, queue)| {
+                [queue.clone(), long_delay_queue(queue)].map(|consumed| Consumed {
+                    priority: *priority,
+                    consumed,
+                    home: queue.clone(),
+                })
+            })
+            .collect();
         {
             let consumers = session.consumers.lock().await;
-            if queues.iter().all(|(_, q)| consumers.contains_key(q)) {
+            if wanted.iter().all(|c| consumers.contains_key(&c.consumed)) {
                 return Ok(());
             }
         }
         let driver = self.clone();
         let session = session.clone();
-        let queues = queues.to_vec();
-        tokio::spawn(async move { driver.start_consumers(&session, &queues).await })
+        tokio::spawn(async move { driver.start_consumers(&session, wanted).await })
             .await
             .map_err(|e| Error::driver(NAME, format!("starting consumers: {e}"), true))?
     }
@@ -230,10 +287,11 @@ impl RabbitMqDriver {
     async fn start_consumers(
         &self,
         session: &Arc<Session>,
-        queues: &[(Priority, String)],
+        wanted: Vec<Consumed>,
     ) -> Result<(), Error> {
         let mut consumers = session.consumers.lock().await;
-        for (priority, queue) in queues {
+        for consumed in wanted {
+            let queue = &consumed.consumed;
             if consumers.contains_key(queue) {
                 continue;
             }
@@ -249,27 +307,28 @@ impl RabbitMqDriver {
                 )
                 .await
                 .map_err(lapin_error)?;
+            let name = queue.clone();
             let forwarder = tokio::spawn(forward(
                 Arc::downgrade(&self.inner),
                 Arc::downgrade(session),
-                queue.clone(),
-                *priority,
+                consumed,
                 consumer,
             ));
-            consumers.insert(queue.clone(), Consuming { tag, forwarder });
+            consumers.insert(name, Consuming { tag, forwarder });
         }
         Ok(())
     }
 
-    /// Files one delivery of `queue`: a due message goes to the buffer; an early one is delayed
-    /// again; an undecodable one is quarantined or rejected and reported.
+    /// Files one delivery: a due message goes to the buffer; an early one is delayed again
+    /// (down its home queue's ladder); an undecodable one is quarantined or rejected and
+    /// reported.
     async fn accept(
         &self,
         session: &Arc<Session>,
-        queue: &str,
-        priority: Priority,
+        from: &Consumed,
         delivery: lapin::message::Delivery,
     ) -> Result<(), Error> {
+        let (queue, home, priority) = (from.consumed.as_str(), from.home.as_str(), from.priority);
         let message = match self.inner.serializer.deserialize(&delivery.data) {
             Ok(message) => message,
             Err(source) => {
@@ -279,7 +338,7 @@ impl RabbitMqDriver {
                          dead-letter policy"
                     ),
                     _ => {
-                        let quarantine = quarantine_queue(queue);
+                        let quarantine = quarantine_queue(home);
                         session.declare(&quarantine, FieldTable::default()).await?;
                         session
                             .publish(&quarantine, &delivery.data, self.properties())
@@ -303,8 +362,9 @@ impl RabbitMqDriver {
             }
         };
         if message.execute_at().is_some_and(|at| at > unix_now()) {
-            // Back from a delay queue before it is due: delay it again.
-            self.route(session, queue, &delivery.data, message.execute_at())
+            // Not due yet (put on the queue directly, back from a delay queue of earlier
+            // versions, or a long delay's stop on the way): delay it again.
+            self.route(session, home, &delivery.data, message.execute_at())
                 .await?;
             return delivery
                 .acker
@@ -402,13 +462,21 @@ fn config_error(message: &str) -> Error {
     }
 }
 
+/// A consumed queue: a priority queue, or its long-delay queue.
+#[derive(Debug, Clone)]
+struct Consumed {
+    priority: Priority,
+    consumed: String,
+    /// The priority queue its messages belong to.
+    home: String,
+}
+
 /// Moves the deliveries of one consumer into the driver's buffer until the consumer ends (its
 /// channel closed or it was cancelled) or the driver is dropped.
 async fn forward(
     inner: Weak<Inner>,
     session: Weak<Session>,
-    queue: String,
-    priority: Priority,
+    from: Consumed,
     mut consumer: Consumer,
 ) {
     while let Some(Ok(delivery)) = consumer.next().await {
@@ -416,9 +484,12 @@ async fn forward(
             break;
         };
         let driver = RabbitMqDriver { inner };
-        if let Err(error) = driver.accept(&session, &queue, priority, delivery).await {
+        if let Err(error) = driver.accept(&session, &from, delivery).await {
             // Left unacknowledged: the broker delivers it again on the next session.
-            tracing::warn!("A delivery from {queue} could not be filed: {error}");
+            tracing::warn!(
+                "A delivery from {} could not be filed: {error}",
+                from.consumed
+            );
         }
     }
     if let Some(inner) = inner.upgrade() {
@@ -440,7 +511,7 @@ impl Driver for RabbitMqDriver {
     }
 
     fn setup_priority_queue(&self, name: &str, priority: Priority) -> Result<(), Error> {
-        validate_queue_name(name)?;
+        validate_rabbitmq_queue_name(name)?;
         self.inner.queues.insert(priority, name.to_owned());
         Ok(())
     }
@@ -560,5 +631,26 @@ impl Driver for RabbitMqDriver {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_lose_their_password() {
+        for (url, shown) in [
+            (
+                "amqp://guest:s3cret@127.0.0.1:5672/%2f",
+                "amqp://guest:***@127.0.0.1:5672/%2f",
+            ),
+            ("amqps://u:p@a@host", "amqps://u:***@host"),
+            ("amqp://user@host/vh", "amqp://user@host/vh"),
+            ("amqp://host:5672", "amqp://host:5672"),
+            ("not a url", "not a url"),
+        ] {
+            assert_eq!(redact_url(url), shown);
+        }
     }
 }

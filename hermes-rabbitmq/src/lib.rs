@@ -18,7 +18,12 @@ mod buffer;
 mod config;
 mod driver;
 mod error;
+mod ladder;
 mod session;
 
 pub use config::{RabbitMqOptions, UndecodableAction};
-pub use driver::{DELAY_LEVELS_MS, RabbitMqDriver, delay_queue, quarantine_queue, queues_of};
+pub use driver::{
+    LEGACY_DELAY_LEVELS_MS, RabbitMqDriver, exchanges_of, legacy_delay_queue, quarantine_queue,
+    queues_of,
+};
+pub use ladder::{DELAY_LEVELS, DELAY_UNIT_MS, delay_level, long_delay_queue};

@@ -7,13 +7,17 @@ use std::time::Instant;
 
 use hermes_core::Error;
 use lapin::options::{
-    BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions, QueueDeclareOptions,
+    BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions, ExchangeBindOptions,
+    ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
 };
-use lapin::types::FieldTable;
-use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{
+    BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, ExchangeKind,
+};
 
 use crate::driver::NAME;
 use crate::error::lapin_error;
+use crate::ladder::{self, Trip, delay_level};
 
 /// A running consumer: its tag, and the task moving its deliveries into the buffer.
 #[derive(Debug)]
@@ -45,6 +49,8 @@ pub(crate) struct Session {
     pub(crate) consumer: Channel,
     durable: bool,
     declared: Mutex<HashSet<String>>,
+    /// Per target queue, how many levels of its delay ladder this session declared.
+    ladders: Mutex<HashMap<String, usize>>,
     /// Every consumed queue's consumer. Held across starting a consumer, so two receives do
     /// not start the same one twice.
     pub(crate) consumers: tokio::sync::Mutex<HashMap<String, Consuming>>,
@@ -97,6 +103,7 @@ impl Session {
             consumer,
             durable,
             declared: Mutex::default(),
+            ladders: Mutex::default(),
             consumers: tokio::sync::Mutex::default(),
             prefetch: usize::from(prefetch),
             flows: Mutex::default(),
@@ -148,12 +155,28 @@ impl Session {
         body: &[u8],
         properties: BasicProperties,
     ) -> Result<(), Error> {
+        self.publish_to("", queue, body, properties).await
+    }
+
+    /// Publishes `body` to `exchange` with `routing_key`, as mandatory, and waits for the
+    /// broker's confirm; a message no queue took is an error.
+    async fn publish_to(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        body: &[u8],
+        properties: BasicProperties,
+    ) -> Result<(), Error> {
+        let options = BasicPublishOptions {
+            mandatory: true,
+            ..BasicPublishOptions::default()
+        };
         let confirm = self
             .publisher
             .basic_publish(
-                "".into(),
-                queue.into(),
-                BasicPublishOptions::default(),
+                exchange.into(),
+                routing_key.into(),
+                options,
                 body,
                 properties,
             )
@@ -161,14 +184,138 @@ impl Session {
             .map_err(lapin_error)?
             .await
             .map_err(lapin_error)?;
+        let target = if exchange.is_empty() {
+            routing_key
+        } else {
+            exchange
+        };
         match confirm {
             Confirmation::Nack(_) => Err(Error::driver(
                 NAME,
-                format!("the broker refused a message for {queue}"),
+                format!("the broker refused a message for {target}"),
+                true,
+            )),
+            Confirmation::Ack(Some(_)) => Err(Error::driver(
+                NAME,
+                format!("no queue took a message sent to {target}"),
                 true,
             )),
             _ => Ok(()),
         }
+    }
+
+    /// Publishes `body` down the delay ladder of `target` for `trip`; declares the levels it
+    /// passes first.
+    pub(crate) async fn publish_delayed(
+        &self,
+        target: &str,
+        trip: Trip,
+        body: &[u8],
+        properties: BasicProperties,
+    ) -> Result<(), Error> {
+        let entry = trip.entry_level();
+        self.declare_ladder(target, entry).await?;
+        self.publish_to(
+            &delay_level(target, entry),
+            &trip.routing_key(),
+            body,
+            properties,
+        )
+        .await
+    }
+
+    /// Declares levels `0..=top` of the delay ladder of `target`, lowest first (a level binds
+    /// to the one below it), once per session; before level 0, where the ladder ends.
+    async fn declare_ladder(&self, target: &str, top: usize) -> Result<(), Error> {
+        let done = lock(&self.ladders).get(target).copied().unwrap_or(0);
+        if done == 0 {
+            self.declare_arrival(target).await?;
+        }
+        for level in done..=top {
+            self.declare_level(target, level).await?;
+            let mut ladders = lock(&self.ladders);
+            let declared = ladders.entry(target.to_owned()).or_default();
+            *declared = (*declared).max(level + 1);
+        }
+        Ok(())
+    }
+
+    /// Declares a topic exchange called `name`.
+    async fn declare_exchange(&self, name: &str) -> Result<(), Error> {
+        let options = ExchangeDeclareOptions {
+            durable: self.durable,
+            ..ExchangeDeclareOptions::default()
+        };
+        self.publisher
+            .exchange_declare(
+                name.into(),
+                ExchangeKind::Topic,
+                options,
+                FieldTable::default(),
+            )
+            .await
+            .map_err(lapin_error)
+    }
+
+    /// Binds `queue` to `exchange` with `key`.
+    async fn bind_queue(&self, queue: &str, exchange: &str, key: &str) -> Result<(), Error> {
+        self.publisher
+            .queue_bind(
+                queue.into(),
+                exchange.into(),
+                key.into(),
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .map_err(lapin_error)
+    }
+
+    /// Declares where `target`'s ladder ends: the arrival exchange, bound to the target queue
+    /// and to the long-delay queue.
+    async fn declare_arrival(&self, target: &str) -> Result<(), Error> {
+        let arrival = ladder::arrival_exchange(target);
+        self.declare_exchange(&arrival).await?;
+        let long = ladder::long_delay_queue(target);
+        self.declare(&long, FieldTable::default()).await?;
+        for (key, to_long) in ladder::arrival_keys() {
+            let queue = if to_long { long.as_str() } else { target };
+            self.bind_queue(queue, &arrival, key).await?;
+        }
+        Ok(())
+    }
+
+    /// Declares the exchange and the queue of one level of `target`'s ladder and their
+    /// bindings: a one in the level's word to its queue, a zero on to the level below (from
+    /// level 0: to the arrival exchange), where the queue also dead-letters to.
+    async fn declare_level(&self, target: &str, level: usize) -> Result<(), Error> {
+        let name = delay_level(target, level);
+        self.declare_exchange(&name).await?;
+        let below = if level == 0 {
+            ladder::arrival_exchange(target)
+        } else {
+            delay_level(target, level - 1)
+        };
+        let mut arguments = FieldTable::default();
+        let ttl = i64::try_from(ladder::level_ttl_ms(level)).unwrap_or(i64::MAX);
+        arguments.insert("x-message-ttl".into(), AMQPValue::LongLongInt(ttl));
+        arguments.insert(
+            "x-dead-letter-exchange".into(),
+            AMQPValue::LongString(below.as_str().into()),
+        );
+        self.declare(&name, arguments).await?;
+        self.bind_queue(&name, &name, &ladder::binding_key(level, true))
+            .await?;
+        self.publisher
+            .exchange_bind(
+                below.as_str().into(),
+                name.as_str().into(),
+                ladder::binding_key(level, false).as_str().into(),
+                ExchangeBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .map_err(lapin_error)
     }
 
     /// Counts a message of `queue` delivered to this session.

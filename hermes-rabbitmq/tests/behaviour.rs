@@ -85,6 +85,9 @@ async fn a_refused_declaration_is_a_clear_error_naming_the_queue() {
     assert!(matches!(err, Error::Config { .. }), "{text}");
     assert!(text.contains(&queue), "{text}");
     assert!(text.contains("durable"), "{text}");
+    // How to share a queue older Hermes declared non-durable, and no retrying in vain.
+    assert!(text.contains("`durable: false`"), "{text}");
+    assert!(!err.is_temporary(), "{text}");
 
     // With matching options the same queue works.
     let mut options = RabbitMqOptions::default();

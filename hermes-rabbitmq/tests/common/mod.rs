@@ -5,9 +5,11 @@
 use std::time::Duration;
 
 use hermes_core::{Error, async_trait};
-use hermes_rabbitmq::{RabbitMqDriver, RabbitMqOptions, quarantine_queue, queues_of};
+use hermes_rabbitmq::{RabbitMqDriver, RabbitMqOptions, exchanges_of, quarantine_queue, queues_of};
 use hermes_testkit::suite::Harness;
-use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueueDeleteOptions};
+use lapin::options::{
+    BasicPublishOptions, ExchangeDeleteOptions, QueueDeclareOptions, QueueDeleteOptions,
+};
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 
@@ -126,6 +128,11 @@ impl Harness for RabbitHarness {
             for name in queues_of(&base) {
                 let _ = channel
                     .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
+                    .await;
+            }
+            for name in exchanges_of(&base) {
+                let _ = channel
+                    .exchange_delete(name.as_str().into(), ExchangeDeleteOptions::default())
                     .await;
             }
         }
