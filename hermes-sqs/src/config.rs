@@ -35,9 +35,9 @@ pub struct SqsOptions {
     /// How many messages one `ReceiveMessage` takes at most (1 to 10). The extra ones wait in
     /// this process, claimed, until a `receive` asks; `flush` gives them back. Default 10.
     pub batch_size: i32,
-    /// The longest `DelaySeconds` the driver asks for. A message due later is sent with this
-    /// delay and, when it comes back before its time, sent again with what is left (then the
-    /// early copy deleted), until it is due. At most 900 s (SQS's limit), the default.
+    /// The longest `DelaySeconds` the driver asks for. A message due later waits in the delay
+    /// queue `<queue>-delay` (only Hermes for Rust reads it) and is sent on to its queue when
+    /// no more than this is left. At most 900 s (SQS's limit), the default.
     pub max_delay: Duration,
     /// The largest encoded message `send` accepts, in bytes; larger ones fail with
     /// [`Error::PayloadTooLarge`]. Default 262,144 (256 KiB, the smallest limit SQS queues have).

@@ -17,7 +17,8 @@ use tokio::time::Instant;
 
 use crate::SqsOptions;
 use crate::names::{
-    MAX_DEFAULT_QUEUE_NAME_LEN, MAX_QUEUE_NAME_LEN, quarantine_queue, validate_sqs_queue_name,
+    MAX_DEFAULT_QUEUE_NAME_LEN, MAX_QUEUE_NAME_LEN, delay_queue, quarantine_queue,
+    validate_sqs_queue_name,
 };
 use crate::poll::{QueueState, SqsReceipt, drain, give_back};
 use crate::queue::QueueInfo;
@@ -36,8 +37,13 @@ const POLL_SLACK: Duration = Duration::from_millis(50);
 ///
 /// Beyond Hermes:
 /// - **Delays of any length.** A message due in the future is sent with `DelaySeconds` (up to
-///   [`SqsOptions::max_delay`], 900 s); one that comes back before it is due is sent again with
-///   what is left, and the early copy deleted. Retries wait their backoff.
+///   [`SqsOptions::max_delay`], 900 s). One due later waits in the queue `<queue>-delay`
+///   (see [`delay_queue`](crate::delay_queue)), which only Hermes for Rust reads: a worker's
+///   `receive` looks at it every `max_delay / 2` (30 s at most) and sends each message on, to
+///   its own queue once no more than `max_delay` is left, so it never reaches a queue before
+///   it is due, whoever consumes that queue. One that arrives before it is due (sent without
+///   its delay) is sent on the same way, and the early copy deleted. Retries wait their
+///   backoff.
 /// - **Priorities**: one SQS queue per priority (`setup_priority_queue`). A `receive` takes
 ///   from the highest-priority queue that has a message: with several queues it first asks each,
 ///   highest first, without waiting (`WaitTimeSeconds=0`), and only when all were empty
@@ -72,6 +78,12 @@ pub(crate) struct Inner {
     pub(crate) client: Client,
     pub(crate) queue: String,
     pub(crate) quarantine: String,
+    /// Where messages due later than SQS can delay wait: `<queue>-delay`.
+    pub(crate) delay_queue: String,
+    /// When a `receive` next looks at the delay queue.
+    pub(crate) next_forward: Mutex<Instant>,
+    /// Whether a task is moving messages out of the delay queue.
+    pub(crate) forwarding: std::sync::atomic::AtomicBool,
     pub(crate) options: SqsOptions,
     pub(crate) serializer: Arc<dyn Serializer>,
     pub(crate) queues: PriorityQueues<String>,
@@ -88,6 +100,7 @@ impl fmt::Debug for Inner {
         f.debug_struct("SqsDriver")
             .field("queue", &self.queue)
             .field("quarantine", &self.quarantine)
+            .field("delay_queue", &self.delay_queue)
             .field("queues", &self.queues.all())
             .field("options", &self.options)
             .field("serializer", &self.serializer)
@@ -147,6 +160,9 @@ impl SqsDriver {
                 client,
                 queue: queue.to_owned(),
                 quarantine: quarantine_queue(queue),
+                delay_queue: delay_queue(queue),
+                next_forward: Mutex::new(Instant::now()),
+                forwarding: std::sync::atomic::AtomicBool::new(false),
                 options,
                 serializer,
                 queues,
@@ -239,7 +255,7 @@ impl Driver for SqsDriver {
         let name = self.inner.queues.get(priority)?;
         let body = self.encode(message)?;
         let queue = self.resolve(&name).await?;
-        self.send_body(&queue, body, self.delay_for(message)).await
+        self.route(&queue, body, message.execute_at()).await
     }
 
     /// Sends `messages` in order with `SendMessageBatch`, ten per request at most, and fewer
@@ -269,6 +285,17 @@ impl Driver for SqsDriver {
             .map(|message| self.encode(message))
             .collect::<Result<Vec<_>, _>>()?;
         let queue = self.resolve(&name).await?;
+        // Those due later than SQS can delay go to the delay queue one by one; the rest in
+        // batches.
+        let (long, now): (Vec<_>, Vec<_>) = messages
+            .iter()
+            .zip(bodies)
+            .partition(|(message, _)| self.beyond_max_delay(message.execute_at()));
+        for (message, body) in long {
+            self.route(&queue, body, message.execute_at()).await?;
+        }
+        let (messages, bodies): (Vec<Message>, Vec<String>) =
+            now.into_iter().map(|(m, b)| (m.clone(), b)).unzip();
         let mut start = 0;
         while start < messages.len() {
             let end = request_end(&bodies, start, self.inner.options.max_payload);
@@ -332,13 +359,28 @@ impl Driver for SqsDriver {
         }
     }
 
+    /// Deletes the message, while its claim lasts. Past its lease the message may be another
+    /// worker's already (SQS may still accept the old receipt), so it is left to run again.
     async fn ack(&self, delivery: &Delivery) -> Result<(), Error> {
         let receipt = delivery.receipt().expect::<SqsReceipt>(NAME)?;
+        if !receipt.holds() {
+            tracing::warn!(
+                queue = %receipt.queue.name,
+                "Message #{} was acknowledged after its claim ran out; it may run again",
+                delivery.message().id()
+            );
+            return Ok(());
+        }
         self.delete(&receipt.queue, &receipt.handle).await
     }
 
+    /// Makes the message visible again at once, while its claim lasts (past it, the message
+    /// is visible by itself, or another worker's).
     async fn nack(&self, delivery: &Delivery) -> Result<(), Error> {
         let receipt = delivery.receipt().expect::<SqsReceipt>(NAME)?;
+        if !receipt.holds() {
+            return Ok(());
+        }
         // A claim that is gone has made the message visible already.
         self.change_visibility(&receipt.queue, &receipt.handle, Duration::ZERO)
             .await
@@ -347,10 +389,13 @@ impl Driver for SqsDriver {
 
     async fn extend(&self, delivery: &Delivery, by: Duration) -> Result<(), Error> {
         let receipt = delivery.receipt().expect::<SqsReceipt>(NAME)?;
-        if self
-            .change_visibility(&receipt.queue, &receipt.handle, by)
-            .await?
+        let asked = Instant::now();
+        if receipt.holds()
+            && self
+                .change_visibility(&receipt.queue, &receipt.handle, by)
+                .await?
         {
+            *lock(&receipt.leased_until) = asked + by;
             Ok(())
         } else {
             Err(Error::InvalidDelivery(

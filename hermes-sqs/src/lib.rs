@@ -46,7 +46,9 @@ mod send;
 
 pub use config::{MAX_BATCH_SIZE, MAX_DELAY, MAX_WAIT_TIME, SqsOptions};
 pub use driver::SqsDriver;
-pub use names::{MAX_QUEUE_NAME_LEN, QUARANTINE_SUFFIX, quarantine_queue};
+pub use names::{
+    DELAY_SUFFIX, MAX_QUEUE_NAME_LEN, QUARANTINE_SUFFIX, delay_queue, quarantine_queue,
+};
 
 /// The SDK this driver is built on, re-exported so that the client you pass in is of the same
 /// version.

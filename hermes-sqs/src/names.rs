@@ -5,6 +5,16 @@ use hermes_core::{Error, validate_queue_name};
 /// What a queue's quarantine (dead-letter queue) adds to its name.
 pub const QUARANTINE_SUFFIX: &str = "-quarantine";
 
+/// What the queue of long delays adds to the default queue's name.
+pub const DELAY_SUFFIX: &str = "-delay";
+
+/// The queue where messages due later than SQS can delay wait, for the driver whose default
+/// queue is `queue`. Only Hermes for Rust reads it: it sends each message on to its queue
+/// once no more than [`max_delay`](crate::SqsOptions::max_delay) is left.
+pub fn delay_queue(queue: &str) -> String {
+    format!("{queue}{DELAY_SUFFIX}")
+}
+
 /// The longest SQS queue name.
 pub const MAX_QUEUE_NAME_LEN: usize = 80;
 
@@ -34,7 +44,7 @@ pub(crate) fn validate_sqs_queue_name(name: &str, max_len: usize) -> Result<(), 
     };
     match reason {
         Some(reason) => Err(Error::InvalidQueueName {
-            name: name.to_owned(),
+            name: hermes_core::excerpt(name),
             reason,
         }),
         None => Ok(()),

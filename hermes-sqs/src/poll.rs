@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::pin::pin;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
@@ -15,7 +16,9 @@ use tokio::time::Instant;
 use crate::MAX_BATCH_SIZE;
 use crate::driver::{Inner, NAME, SqsDriver, lock};
 use crate::error::sdk_error;
+use crate::names::{MAX_QUEUE_NAME_LEN, validate_sqs_queue_name};
 use crate::queue::{QueueInfo, whole_seconds};
+use crate::send::TARGET_ATTRIBUTE;
 
 /// How long before the answer to a `ReceiveMessage` its messages may have been claimed.
 const CLAIM_UNCERTAINTY: Duration = Duration::from_secs(1);
@@ -46,11 +49,23 @@ pub(crate) struct Held {
     pub(crate) leased_until: Instant,
 }
 
-/// A delivered message's queue and receipt handle.
+/// A delivered message's queue and receipt handle, and until when its claim surely lasts.
+///
+/// SQS may accept an old receipt handle after the message was received again, so the driver
+/// fences claims itself: past `leased_until`, the claim may belong to another worker, and
+/// `ack`, `nack` and `extend` leave the message alone.
 #[derive(Debug)]
 pub(crate) struct SqsReceipt {
     pub(crate) queue: Arc<QueueInfo>,
     pub(crate) handle: String,
+    pub(crate) leased_until: std::sync::Mutex<Instant>,
+}
+
+impl SqsReceipt {
+    /// Whether the claim surely still lasts.
+    pub(crate) fn holds(&self) -> bool {
+        Instant::now() < *lock(&self.leased_until)
+    }
 }
 
 /// Marks a poll of a queue as running; ends it (and wakes the waiting `receive`s) when dropped,
@@ -87,6 +102,7 @@ impl SqsDriver {
     /// messages that are due go to the buffer, early ones are delayed again, undecodable ones
     /// are quarantined (and reported through the buffer).
     pub(crate) async fn fetch(&self, name: &str, wait_seconds: i32) -> Result<(), Error> {
+        self.forward_long_delays_if_due();
         let queue = self.resolve(name).await?;
         let mut request = self
             .inner
@@ -127,10 +143,9 @@ impl SqsDriver {
                 }
             };
             if let Some(at) = decoded.execute_at().filter(|at| *at > unix_now()) {
-                // Back before it is due (its delay was capped): send it again with what is
-                // left, then delete this copy.
-                self.send_body(&queue, body, self.delay_seconds(at).max(1))
-                    .await?;
+                // Here before it is due (sent without its delay, or by an earlier version that
+                // capped it): on its way again with what is left, then this copy deleted.
+                self.route(&queue, body, Some(at)).await?;
                 self.delete(&queue, &handle).await?;
                 continue;
             }
@@ -237,6 +252,7 @@ impl SqsDriver {
             let receipt = SqsReceipt {
                 queue: held.queue,
                 handle: held.handle,
+                leased_until: std::sync::Mutex::new(Instant::now() + left),
             };
             // The dispatcher extends the claim while the handlers run, from what is left of it.
             let delivery = Delivery::new(held.message, priority, Receipt::new(receipt));
@@ -331,4 +347,82 @@ pub(crate) async fn give_back(client: &Client, held: Vec<Held>) -> Result<(), Er
         }
     }
     first_error.map_or(Ok(()), Err)
+}
+
+impl SqsDriver {
+    /// How often a worker looks at the delay queue: half of `max_delay` (so a message's last
+    /// stretch is sent while at least that much of it is left), at most 30 s.
+    fn forward_interval(&self) -> Duration {
+        (self.inner.options.max_delay / 2).min(Duration::from_secs(30))
+    }
+
+    /// Starts moving the messages of the delay queue on, in a task of its own, when the last
+    /// look is `forward_interval` old and no move runs.
+    pub(crate) fn forward_long_delays_if_due(&self) {
+        {
+            let mut next = lock(&self.inner.next_forward);
+            let now = Instant::now();
+            if now < *next {
+                return;
+            }
+            *next = now + self.forward_interval();
+        }
+        if self.inner.forwarding.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let driver = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = driver.forward_long_delays().await {
+                tracing::warn!("Moving delayed messages on failed, trying again later - {e}");
+            }
+            driver.inner.forwarding.store(false, Ordering::Release);
+        });
+    }
+
+    /// Sends what became visible in the delay queue on (to its queue, or back to the delay
+    /// queue while more than `max_delay` is left), deleting each copy after it was sent.
+    async fn forward_long_delays(&self) -> Result<(), Error> {
+        let delay = self.resolve(&self.inner.delay_queue).await?;
+        for _ in 0..10 {
+            let received = self
+                .inner
+                .client
+                .receive_message()
+                .queue_url(&delay.url)
+                .max_number_of_messages(MAX_BATCH_SIZE)
+                .wait_time_seconds(0)
+                .message_attribute_names(TARGET_ATTRIBUTE)
+                .send()
+                .await
+                .map_err(|e| sdk_error("ReceiveMessage", e))?;
+            let messages = received.messages.unwrap_or_default();
+            if messages.is_empty() {
+                return Ok(());
+            }
+            for message in messages {
+                let target = message
+                    .message_attributes()
+                    .and_then(|a| a.get(TARGET_ATTRIBUTE))
+                    .and_then(|v| v.string_value())
+                    .filter(|name| validate_sqs_queue_name(name, MAX_QUEUE_NAME_LEN).is_ok())
+                    .unwrap_or(&self.inner.queue)
+                    .to_owned();
+                let (Some(body), Some(handle)) = (message.body, message.receipt_handle) else {
+                    continue;
+                };
+                match self.inner.serializer.deserialize(body.as_bytes()) {
+                    Ok(decoded) => {
+                        let target = self.resolve(&target).await?;
+                        self.route(&target, body, decoded.execute_at()).await?;
+                        self.delete(&delay, &handle).await?;
+                    }
+                    Err(source) => {
+                        self.quarantine(&delay, &body, &handle).await?;
+                        tracing::error!("Skipping undecodable message - {source}");
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }

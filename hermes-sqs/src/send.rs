@@ -1,6 +1,6 @@
 //! Sending: encoding, delays, and `SendMessage` / `SendMessageBatch` requests.
 
-use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
+use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use hermes_core::time::unix_now;
 use hermes_core::{Error, Message};
 
@@ -8,6 +8,9 @@ use crate::MAX_BATCH_SIZE;
 use crate::driver::{NAME, SqsDriver};
 use crate::error::sdk_error;
 use crate::queue::QueueInfo;
+
+/// The message attribute naming the queue a message in the delay queue goes to.
+pub(crate) const TARGET_ATTRIBUTE: &str = "HermesTarget";
 
 impl SqsDriver {
     /// `message` as the text SQS stores.
@@ -37,6 +40,45 @@ impl SqsDriver {
             return 0;
         }
         left.ceil().min(self.inner.options.max_delay.as_secs_f64()) as i32
+    }
+
+    /// Whether `at` is further ahead than [`SqsOptions::max_delay`](crate::SqsOptions).
+    pub(crate) fn beyond_max_delay(&self, at: Option<f64>) -> bool {
+        at.is_some_and(|at| at - unix_now() > self.inner.options.max_delay.as_secs_f64())
+    }
+
+    /// Sends `body`, due at `at`, on its way to `target`: there, with `DelaySeconds`, when no
+    /// more than `max_delay` is left; else to the delay queue, to come back when exactly
+    /// `max_delay` is left (or after `max_delay`, whichever is sooner).
+    pub(crate) async fn route(
+        &self,
+        target: &QueueInfo,
+        body: String,
+        at: Option<f64>,
+    ) -> Result<(), Error> {
+        let Some(at) = at.filter(|_| self.beyond_max_delay(at)) else {
+            let delay_seconds = at.map_or(0, |at| self.delay_seconds(at));
+            return self.send_body(target, body, delay_seconds).await;
+        };
+        let max = self.inner.options.max_delay.as_secs_f64();
+        let hop = ((at - unix_now()) - max).ceil().clamp(1.0, max) as i32;
+        let delay = self.resolve(&self.inner.delay_queue).await?;
+        let destination = MessageAttributeValue::builder()
+            .data_type("String")
+            .string_value(&target.name)
+            .build()
+            .map_err(|e| Error::driver(NAME, e.to_string(), false))?;
+        self.inner
+            .client
+            .send_message()
+            .queue_url(&delay.url)
+            .message_body(body)
+            .delay_seconds(hop)
+            .message_attributes(TARGET_ATTRIBUTE, destination)
+            .send()
+            .await
+            .map_err(|e| sdk_error("SendMessage", e))?;
+        Ok(())
     }
 
     /// The `DelaySeconds` `message` is sent with now.

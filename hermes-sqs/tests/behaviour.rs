@@ -113,7 +113,7 @@ async fn hermes_json_from_a_plain_client_is_handled_and_ours_reads_back_raw() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_delay_longer_than_the_cap_is_sent_again_until_due() {
+async fn a_delay_longer_than_the_cap_waits_until_due() {
     if !sqs_or_skip().await {
         return;
     }
@@ -138,11 +138,70 @@ async fn a_delay_longer_than_the_cap_is_sent_again_until_due() {
     assert!(now >= due - 0.001, "delivered {:.3}s early", due - now);
     assert!(now < due + 3.0, "delivered {:.3}s late", now - due);
     driver.ack(&d).await.unwrap();
+    assert_eq!(count(&client().await, &queue).await, 0, "no copy is left");
     assert_eq!(
-        count(&client().await, &queue).await,
+        count(&client().await, &hermes_sqs::delay_queue(&queue)).await,
         0,
-        "each early copy was deleted"
+        "nothing is left in the delay queue"
     );
+    common::cleanup(&queue).await;
+}
+
+/// A delay longer than SQS allows keeps the message out of its queue until the last stretch:
+/// a plain consumer of the queue (as a PHP worker is) never gets it before it is due, while a
+/// Rust worker of another priority moves it on from the delay queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_consumer_never_gets_a_long_delay_early() {
+    if !sqs_or_skip().await {
+        return;
+    }
+    let queue = unique_queue_name("long-plain");
+    let mut options = options();
+    options.max_delay = Duration::from_secs(2); // stands in for SQS's 900 s
+    let driver = open(&queue, options).await;
+    driver
+        .setup_priority_queue(&format!("{queue}-high"), 200)
+        .unwrap();
+    let delayed = Message::builder("later")
+        .delay(Duration::from_secs(6))
+        .build()
+        .unwrap();
+    let due = delayed.execute_at().unwrap();
+    driver.send(&delayed, DEFAULT_PRIORITY).await.unwrap();
+    // A Rust worker of the high queue only: it moves delayed messages on, and takes none.
+    let worker = {
+        let driver = driver.clone();
+        tokio::spawn(async move {
+            while driver
+                .receive(&[200], Duration::from_secs(1))
+                .await
+                .unwrap()
+                .is_none()
+            {}
+        })
+    };
+    let client = client().await;
+    let mut arrived = None;
+    let give_up = Instant::now() + Duration::from_secs(20);
+    while arrived.is_none() && Instant::now() < give_up {
+        let bodies = take_raw(&client, &queue).await;
+        let now = unix_now();
+        if !bodies.is_empty() {
+            assert_eq!(
+                bodies,
+                [String::from_utf8(JsonSerializer.serialize(&delayed).unwrap()).unwrap()]
+            );
+            arrived = Some(now);
+        }
+    }
+    worker.abort();
+    let arrived = arrived.expect("the long delay never reached the queue");
+    assert!(
+        arrived >= due - 0.001,
+        "a plain consumer got it {:.3}s early",
+        due - arrived
+    );
+    assert!(arrived < due + 3.0, "{:.3}s late", arrived - due);
     common::cleanup(&queue).await;
 }
 

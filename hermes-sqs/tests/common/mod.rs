@@ -12,7 +12,7 @@ use hermes_core::{Error, async_trait};
 use hermes_sqs::aws_sdk_sqs::config::{Credentials, Region};
 use hermes_sqs::aws_sdk_sqs::types::QueueAttributeName;
 use hermes_sqs::aws_sdk_sqs::{self, Client};
-use hermes_sqs::{SqsDriver, SqsOptions, quarantine_queue};
+use hermes_sqs::{SqsDriver, SqsOptions, delay_queue, quarantine_queue};
 use hermes_testkit::suite::Harness;
 
 /// The visibility timeout of the test queues, in seconds (SQS counts whole seconds).
@@ -152,6 +152,7 @@ pub async fn cleanup(queue: &str) {
         format!("{queue}-high"),
         format!("{queue}-low"),
         quarantine_queue(queue),
+        delay_queue(queue),
     ] {
         delete_queue(&client, &name).await;
     }
