@@ -484,6 +484,48 @@ async fn the_emitter_logs_each_message() {
     assert_eq!(driver.len(), 1);
 }
 
+/// The emitter's line carries the id, created time and type, and the payload only when the
+/// emitter is told to log it: payloads carry personal data.
+#[tokio::test]
+async fn the_emitter_logs_the_payload_only_when_told() {
+    let (logs, _guard) = LogCapture::install();
+    let driver = MemoryDriver::new();
+    let m = Message::builder("t")
+        .id("e-2")
+        .payload(&serde_json::json!({"email": "secret@example.com"}))
+        .build()
+        .unwrap();
+    Emitter::new(driver.reopen())
+        .emit(&m, DEFAULT_PRIORITY)
+        .await
+        .unwrap();
+    Emitter::new(driver.reopen())
+        .log_payloads(true)
+        .emit(&m, DEFAULT_PRIORITY)
+        .await
+        .unwrap();
+    let lines = logs.lines_with_fields();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    for line in &lines {
+        assert!(
+            line.starts_with("INFO Emitter send message #e-2 to driver memory"),
+            "{line}"
+        );
+        assert!(
+            line.contains("id=\"e-2\"") && line.contains("type=\"t\""),
+            "{line}"
+        );
+        assert!(line.contains("created="), "{line}");
+    }
+    assert!(!lines[0].contains("secret@example.com"), "{}", lines[0]);
+    assert!(!lines[0].contains("payload"), "{}", lines[0]);
+    assert!(
+        lines[1].contains("payload={\"email\":\"secret@example.com\"}"),
+        "{}",
+        lines[1]
+    );
+}
+
 #[tokio::test]
 async fn unregistering_removes_one_instance_or_all() {
     let driver = Arc::new(MemoryDriver::new());

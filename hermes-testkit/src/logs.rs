@@ -22,6 +22,7 @@ use tracing_subscriber::{Layer, Registry};
 #[derive(Debug, Clone, Default)]
 pub struct LogCapture {
     lines: Arc<Mutex<Vec<String>>>,
+    fields: Arc<Mutex<Vec<String>>>,
 }
 
 impl LogCapture {
@@ -43,6 +44,15 @@ impl LogCapture {
         self.lines().iter().any(|l| l == line)
     }
 
+    /// The lines so far with every field of their event after the message, as
+    /// `LEVEL message name=value …`: what a structured log would show.
+    pub fn lines_with_fields(&self) -> Vec<String> {
+        self.fields
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// How many lines start with `prefix`.
     pub fn count_starting_with(&self, prefix: &str) -> usize {
         self.lines()
@@ -54,15 +64,21 @@ impl LogCapture {
 
 impl<S: Subscriber> Layer<S> for LogCapture {
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
-        struct Message(String);
+        #[derive(Default)]
+        struct Message {
+            message: String,
+            fields: String,
+        }
         impl Visit for Message {
             fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
                 if field.name() == "message" {
-                    let _ = write!(self.0, "{value:?}");
+                    let _ = write!(self.message, "{value:?}");
+                } else {
+                    let _ = write!(self.fields, " {}={value:?}", field.name());
                 }
             }
         }
-        let mut message = Message(String::new());
+        let mut message = Message::default();
         event.record(&mut message);
         let level = match *event.metadata().level() {
             Level::ERROR => "ERROR",
@@ -71,9 +87,14 @@ impl<S: Subscriber> Layer<S> for LogCapture {
             Level::DEBUG => "DEBUG",
             Level::TRACE => "TRACE",
         };
+        let line = format!("{level} {}", message.message);
+        self.fields
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(format!("{line}{}", message.fields));
         self.lines
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(format!("{level} {}", message.0));
+            .push(line);
     }
 }
