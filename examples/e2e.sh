@@ -28,18 +28,21 @@ pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   if [ "$example" = redis ] && command -v redis-cli >/dev/null; then
-    for suffix in "" _high _schedule _schedule_priorities _in_flight _quarantine _shutdown; do
+    for suffix in "" _high _schedule _schedule_priorities _schedule_by_priority _in_flight _quarantine _shutdown; do
       redis-cli -u "${HERMES_REDIS_URL:-redis://127.0.0.1:6379}" DEL "$HERMES_REDIS_KEY$suffix" >/dev/null || true
     done
   fi
   if [ "$example" = rabbitmq ] && command -v rabbitmqctl >/dev/null; then
     rabbitmqctl -q list_queues name 2>/dev/null | grep "^$HERMES_RABBITMQ_QUEUE" |
       while read -r name; do rabbitmqctl -q delete_queue "$name" >/dev/null 2>&1 || true; done
+    # The delay ladder's exchanges.
+    rabbitmqctl -q list_exchanges name 2>/dev/null | grep "^$HERMES_RABBITMQ_QUEUE" |
+      while read -r name; do rabbitmqctl -q eval "rabbit_exchange:delete(rabbit_misc:r(<<\"/\">>, exchange, <<\"$name\">>), false, <<\"e2e\">>)." >/dev/null 2>&1 || true; done
   fi
   if [ "$example" = sqs ]; then
     # The local SQS server takes unsigned requests; only the service in the credential scope counts.
     local endpoint=${HERMES_SQS_ENDPOINT:-http://127.0.0.1:4566}
-    for name in "$HERMES_SQS_QUEUE" "${HERMES_SQS_QUEUE}_high" "$HERMES_SQS_QUEUE-quarantine"; do
+    for name in "$HERMES_SQS_QUEUE" "${HERMES_SQS_QUEUE}_high" "$HERMES_SQS_QUEUE-quarantine" "$HERMES_SQS_QUEUE-delay"; do
       curl -s -o /dev/null -H 'Authorization: AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/sqs/aws4_request, SignedHeaders=host, Signature=0' \
         -d "Action=DeleteQueue&QueueUrl=$endpoint/123456789012/$name" "$endpoint/" || true
     done
