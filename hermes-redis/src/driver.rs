@@ -61,6 +61,19 @@ struct Inner {
     acked: Mutex<Vec<Vec<u8>>>,
     /// Whether a task will remove the deferred acknowledgements after [`ACK_DELAY`].
     flush_scheduled: AtomicBool,
+    /// Whether the task giving back buffered messages at the hold limit runs.
+    sweeper: AtomicBool,
+}
+
+/// Clears [`Inner::sweeper`] when the sweeper task ends or is dropped.
+struct SweeperRunning(Weak<Inner>);
+
+impl Drop for SweeperRunning {
+    fn drop(&mut self) {
+        if let Some(inner) = self.0.upgrade() {
+            inner.sweeper.store(false, Ordering::Release);
+        }
+    }
 }
 
 /// The longest a deferred acknowledgement waits for the next claim before it is sent alone.
@@ -146,6 +159,7 @@ impl RedisSetDriver {
                 fetching: tokio::sync::Mutex::new(()),
                 acked: Mutex::default(),
                 flush_scheduled: AtomicBool::new(false),
+                sweeper: AtomicBool::new(false),
             }),
         })
     }
@@ -208,16 +222,29 @@ impl RedisSetDriver {
         index.and_then(|i| buffer.remove(i))
     }
 
-    /// After the hold limit, gives back what is still buffered then, even when no `receive`
-    /// comes (the worker's handlers are all busy). Holds the driver weakly.
-    fn expire_buffered_later(&self) {
+    /// Starts, once, the task that gives back buffered messages when they reach the hold
+    /// limit, even when no `receive` comes (the worker's handlers are all busy). It holds the
+    /// driver weakly and ends with it.
+    fn start_buffer_sweeper(&self) {
+        if self.inner.sweeper.swap(true, Ordering::AcqRel) {
+            return;
+        }
         let inner: Weak<Inner> = Arc::downgrade(&self.inner);
         let limit = self.hold_limit();
         tokio::spawn(async move {
-            tokio::time::sleep(limit).await;
-            if let Some(inner) = inner.upgrade() {
+            // Lets a later claim start another sweeper when this one's runtime shuts down.
+            let _running = SweeperRunning(inner.clone());
+            loop {
+                let Some(inner) = inner.upgrade() else { return };
                 let driver = RedisSetDriver { inner };
                 let _ = driver.give_back_all(&driver.take_stale()).await;
+                // The buffer is in claim order: its front reaches the limit first.
+                let next = driver
+                    .buffer()
+                    .front()
+                    .map_or(limit, |t| limit.saturating_sub(t.at.elapsed()));
+                drop(driver);
+                tokio::time::sleep(next.max(Duration::from_millis(10))).await;
             }
         });
     }
@@ -312,7 +339,7 @@ impl RedisSetDriver {
         let count = taken.len();
         self.buffer().extend(taken);
         if at_least_once && count > 0 {
-            self.expire_buffered_later();
+            self.start_buffer_sweeper();
         }
         Ok(count)
     }

@@ -855,7 +855,9 @@ pub async fn due_time_past_year_9999_refused<H: Harness>(h: &H, queue: &str) -> 
         .expect("a decodable message");
     for result in [
         driver.send(&far, DEFAULT_PRIORITY).await,
-        driver.send_batch(std::slice::from_ref(&far), DEFAULT_PRIORITY).await,
+        driver
+            .send_batch(std::slice::from_ref(&far), DEFAULT_PRIORITY)
+            .await,
     ] {
         let err = result.expect_err("a due time after 9999 was accepted");
         assert!(matches!(err, Error::InvalidMessage(_)), "{err}");
