@@ -315,7 +315,7 @@ impl FileSystemDriver {
                 };
                 self.pause_watch_if_busy(queue);
                 return match self.inner.serializer.deserialize(&body) {
-                    Ok(message) if !message.is_due_at(unix_now()) => {
+                    Ok(message) if !message.is_due_at(now) => {
                         // Put in `new/` ahead of its time (by hand, or by an emitter that
                         // ignores delays): renamed to wait for its due time.
                         queue.postpone(&claimed, message.due())?;

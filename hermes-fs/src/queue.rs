@@ -240,7 +240,8 @@ impl QueueDir {
 
     /// Claims `file_name` by renaming it into `processing/` under `claimed`, then reads it.
     /// `Ok(None)` when another worker claimed it first; a file that is not a regular file, or
-    /// that cannot be read, is put back, remembered as foreign, and also gives `Ok(None)`.
+    /// that this process may not read, is put back, remembered as foreign, and also gives
+    /// `Ok(None)`. Other read errors put it back and are returned.
     pub(crate) fn claim(&self, file_name: &str, claimed: &str) -> Result<Option<Vec<u8>>, Error> {
         let from = self.new.join(file_name);
         let to = self.processing.join(claimed);
@@ -266,9 +267,15 @@ impl QueueDir {
                 self.skip(&to, &from, file_name, "not a regular file");
                 Ok(None)
             }
-            Err(e) => {
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
                 self.skip(&to, &from, file_name, &format!("cannot read it ({e})"));
                 Ok(None)
+            }
+            Err(e) => {
+                // Out of file descriptors, an I/O error: it may pass, so the file stays queued.
+                let _ = fs::rename(&to, &from);
+                self.added(file_name);
+                Err(io_error("read", &to, e))
             }
         }
     }

@@ -118,14 +118,13 @@ fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(authority_end);
-    let Some((userinfo, host)) = authority.rsplit_once('@') else {
+    // The last '@' ends the user information, even when the password holds '/' or '@'.
+    let Some((userinfo, host)) = rest.rsplit_once('@') else {
         return url.to_owned();
     };
     let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
     let hidden = if userinfo.contains(':') { ":***" } else { "" };
-    format!("{scheme}://{user}{hidden}@{host}{path}")
+    format!("{scheme}://{user}{hidden}@{host}")
 }
 
 /// Checks a queue name for RabbitMQ: Hermes' rules, and not `amq.`, which the broker keeps for
@@ -163,7 +162,8 @@ impl RabbitMqDriver {
     ///
     /// # Errors
     /// [`Error::InvalidQueueName`] for an invalid queue name (RabbitMQ also refuses names
-    /// starting with `amq.`); [`Error::Config`] for a prefetch of 0 or an empty consumer tag.
+    /// starting with `amq.`); [`Error::Config`] for a prefetch of 0, an empty consumer tag, or
+    /// properties with an expiration.
     pub fn new(url: &str, queue: &str, options: RabbitMqOptions) -> Result<Self, Error> {
         validate_rabbitmq_queue_name(queue)?;
         if options.prefetch == 0 {
@@ -171,6 +171,12 @@ impl RabbitMqDriver {
         }
         if options.consumer_tag.is_empty() || options.consumer_tag.len() > 200 {
             return Err(config_error("the consumer tag must be 1 to 200 bytes long"));
+        }
+        if options.properties.expiration().is_some() {
+            return Err(config_error(
+                "the properties must not set an expiration: a per-message TTL would let a \
+                 delayed message out of the delay queues before it is due",
+            ));
         }
         Ok(RabbitMqDriver {
             inner: Arc::new(Inner {
@@ -646,6 +652,7 @@ mod tests {
                 "amqp://guest:***@127.0.0.1:5672/%2f",
             ),
             ("amqps://u:p@a@host", "amqps://u:***@host"),
+            ("amqp://u:pa/ss?x#y@host/vh", "amqp://u:***@host/vh"),
             ("amqp://user@host/vh", "amqp://user@host/vh"),
             ("amqp://host:5672", "amqp://host:5672"),
             ("not a url", "not a url"),

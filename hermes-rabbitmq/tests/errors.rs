@@ -55,7 +55,7 @@ async fn a_wrong_password_is_permanent_and_stops_a_worker_at_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn names_the_broker_keeps_for_itself_are_refused_before_any_call() {
+async fn names_and_options_the_broker_would_refuse_or_misuse_fail_before_any_call() {
     // Nothing listens on port 1: a refusal proves no call was made.
     let url = "amqp://guest:guest@127.0.0.1:1/%2f";
     let err = RabbitMqDriver::new(url, "amq.hermes", RabbitMqOptions::default()).unwrap_err();
@@ -66,6 +66,14 @@ async fn names_the_broker_keeps_for_itself_are_refused_before_any_call() {
         .setup_priority_queue("amq.gen-high", 200)
         .unwrap_err();
     assert!(matches!(err, Error::InvalidQueueName { .. }), "{err}");
+    // A per-message TTL would let delayed messages out of the ladder early.
+    let mut options = RabbitMqOptions::default();
+    options.properties = lapin::BasicProperties::default().with_expiration("1000".into());
+    let err = RabbitMqDriver::new(url, "hermes", options).unwrap_err();
+    assert!(
+        matches!(err, Error::Config { .. }) && err.to_string().contains("expiration"),
+        "{err}"
+    );
     // A long name is cut in the error.
     let err = RabbitMqDriver::new(url, &"q".repeat(10_000), RabbitMqOptions::default())
         .unwrap_err()

@@ -75,7 +75,12 @@ for _, entry in ipairs(indexed) do
     redis.call('SADD', set_of(string.sub(entry, 1, bar - 1)), member)
   end
 end
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 100)
+-- While due index entries remain, the members they name are still in the schedule: promote
+-- the rest of the schedule on a later call, so none of them lands in the default set.
+local due = {}
+if #indexed < 100 then
+  due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 100)
+end
 local legacy = #due > 0 and redis.call('EXISTS', KEYS[3]) == 1
 for _, member in ipairs(due) do
   if redis.call('ZREM', KEYS[1], member) == 1 then

@@ -187,3 +187,44 @@ async fn messages_scheduled_by_older_versions_keep_their_priority() {
     })
     .await;
 }
+
+/// More delayed messages of another priority than one claim promotes (100) fall due at once:
+/// every one still comes back on its own priority.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_due_messages_keeps_every_priority() {
+    both(async |setup, queue| {
+        let driver = setup.connect(setup.options(&queue)).await.unwrap();
+        driver
+            .setup_priority_queue(&format!("{queue}_high"), 200)
+            .unwrap();
+        let due = unix_now() + 0.5;
+        let burst: Vec<Message> = (0..250)
+            .map(|i| {
+                Message::builder("burst")
+                    .id(format!("burst-{i}"))
+                    .execute_at(due)
+                    .build()
+                    .unwrap()
+            })
+            .collect();
+        driver.send_batch(&burst, 200).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        for _ in 0..burst.len() {
+            let d = driver
+                .receive(&[], Duration::from_secs(5))
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(d.priority(), 200, "#{} lost its priority", d.message().id());
+            driver.ack(&d).await.unwrap();
+        }
+        assert!(
+            driver
+                .receive(&[], Duration::from_millis(200))
+                .await
+                .unwrap()
+                .is_none()
+        );
+    })
+    .await;
+}

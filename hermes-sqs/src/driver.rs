@@ -395,7 +395,10 @@ impl Driver for SqsDriver {
                 .change_visibility(&receipt.queue, &receipt.handle, by)
                 .await?
         {
-            *lock(&receipt.leased_until) = asked + by;
+            let mut leased_until = lock(&receipt.leased_until);
+            if leased_until.is_some() {
+                *leased_until = Some(asked + by);
+            }
             Ok(())
         } else {
             Err(Error::InvalidDelivery(

@@ -53,18 +53,19 @@ pub(crate) struct Held {
 ///
 /// SQS may accept an old receipt handle after the message was received again, so the driver
 /// fences claims itself: past `leased_until`, the claim may belong to another worker, and
-/// `ack`, `nack` and `extend` leave the message alone.
+/// `ack`, `nack` and `extend` leave the message alone. `None` for a queue whose visibility
+/// timeout is zero, where claims do not last at all.
 #[derive(Debug)]
 pub(crate) struct SqsReceipt {
     pub(crate) queue: Arc<QueueInfo>,
     pub(crate) handle: String,
-    pub(crate) leased_until: std::sync::Mutex<Instant>,
+    pub(crate) leased_until: std::sync::Mutex<Option<Instant>>,
 }
 
 impl SqsReceipt {
-    /// Whether the claim surely still lasts.
+    /// Whether the claim surely still lasts (always, without a lease).
     pub(crate) fn holds(&self) -> bool {
-        Instant::now() < *lock(&self.leased_until)
+        lock(&self.leased_until).is_none_or(|until| Instant::now() < until)
     }
 }
 
@@ -237,11 +238,13 @@ impl SqsDriver {
                 continue;
             }
             if left < visibility / 2 {
+                let asked = Instant::now();
                 match self
                     .change_visibility(&held.queue, &held.handle, visibility)
                     .await
                 {
-                    Ok(true) => left = visibility,
+                    // Counted from the request: SQS renewed it somewhere before the answer.
+                    Ok(true) => left = visibility.saturating_sub(asked.elapsed()),
                     Ok(false) => continue,
                     Err(e) => tracing::warn!(
                         "Renewing the claim of message #{} failed - {e}",
@@ -252,7 +255,9 @@ impl SqsDriver {
             let receipt = SqsReceipt {
                 queue: held.queue,
                 handle: held.handle,
-                leased_until: std::sync::Mutex::new(Instant::now() + left),
+                leased_until: std::sync::Mutex::new(
+                    (!visibility.is_zero()).then(|| Instant::now() + left),
+                ),
             };
             // The dispatcher extends the claim while the handlers run, from what is left of it.
             let delivery = Delivery::new(held.message, priority, Receipt::new(receipt));
@@ -380,10 +385,11 @@ impl SqsDriver {
     }
 
     /// Sends what became visible in the delay queue on (to its queue, or back to the delay
-    /// queue while more than `max_delay` is left), deleting each copy after it was sent.
+    /// queue while more than `max_delay` is left), deleting each copy after it was sent; goes
+    /// on while batches come back full (up to 1,000 of them).
     async fn forward_long_delays(&self) -> Result<(), Error> {
         let delay = self.resolve(&self.inner.delay_queue).await?;
-        for _ in 0..10 {
+        for _ in 0..1_000 {
             let received = self
                 .inner
                 .client
@@ -396,9 +402,7 @@ impl SqsDriver {
                 .await
                 .map_err(|e| sdk_error("ReceiveMessage", e))?;
             let messages = received.messages.unwrap_or_default();
-            if messages.is_empty() {
-                return Ok(());
-            }
+            let full = messages.len() >= MAX_BATCH_SIZE as usize;
             for message in messages {
                 let target = message
                     .message_attributes()
@@ -421,6 +425,9 @@ impl SqsDriver {
                         tracing::error!("Skipping undecodable message - {source}");
                     }
                 }
+            }
+            if !full {
+                return Ok(());
             }
         }
         Ok(())

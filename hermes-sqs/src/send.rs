@@ -60,6 +60,15 @@ impl SqsDriver {
             let delay_seconds = at.map_or(0, |at| self.delay_seconds(at));
             return self.send_body(target, body, delay_seconds).await;
         };
+        // SQS counts the attribute (name, type and value) in the message's size.
+        let size = body.len() + TARGET_ATTRIBUTE.len() + "String".len() + target.name.len();
+        if size > self.inner.options.max_payload {
+            return Err(Error::PayloadTooLarge {
+                driver: NAME,
+                size,
+                max: self.inner.options.max_payload,
+            });
+        }
         let max = self.inner.options.max_delay.as_secs_f64();
         let hop = ((at - unix_now()) - max).ceil().clamp(1.0, max) as i32;
         let delay = self.resolve(&self.inner.delay_queue).await?;

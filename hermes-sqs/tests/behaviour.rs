@@ -704,3 +704,32 @@ fn debug_output_names_the_queues_and_no_client_secrets() {
     assert!(text.contains("jobs-quarantine"), "{text}");
     assert!(!text.contains("very-secret"), "{text}");
 }
+
+/// With a visibility timeout of zero, claims do not last, and an `ack` still deletes the message
+/// (the fence against late acknowledgements needs a lease to apply).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ack_deletes_on_a_queue_without_visibility_timeout() {
+    if !sqs_or_skip().await {
+        return;
+    }
+    let queue = unique_queue_name("no-visibility");
+    let mut options = options();
+    options.visibility_timeout = Some(Duration::ZERO);
+    let driver = open(&queue, options).await;
+    let m = Message::new("t");
+    driver.send(&m, DEFAULT_PRIORITY).await.unwrap();
+    let d = driver
+        .receive(&[], Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(d.message().id(), m.id());
+    driver.ack(&d).await.unwrap();
+    driver.flush().await.unwrap();
+    assert_eq!(
+        count(&client().await, &queue).await,
+        0,
+        "the ack deleted it"
+    );
+    common::cleanup(&queue).await;
+}
