@@ -1,7 +1,8 @@
 //! RabbitMQ driver throughput beside raw lapin loops in the same run: emit with publisher
 //! confirms (raw: publish + confirm loop), handle with a no-op handler at prefetch 1 /
 //! concurrency 1, prefetch 1 / concurrency 8 and prefetch 16 / concurrency 8 (raw: a
-//! consume-and-ack loop at the same prefetch), and the idle emit-to-handle latency.
+//! consume-and-ack loop at the same prefetch), the idle emit-to-handle latency, and how late
+//! delayed messages reach a plain consumer of the queue through the delay ladder.
 //!
 //! `cargo bench -p hermes-rabbitmq --bench rabbitmq` (`HERMES_AMQP_URL`, `HERMES_BENCH_N`,
 //! default 5,000 messages per figure).
@@ -163,6 +164,8 @@ async fn main() {
         "emit-to-handle latency, idle worker"
     );
 
+    delay_lateness(&connection, &queue).await;
+
     let channel = connection.create_channel().await.unwrap();
     for name in queues_of(&queue) {
         let _ = channel
@@ -175,4 +178,62 @@ async fn main() {
             .await;
     }
     let _ = connection.close(200, "bye".into()).await;
+}
+
+/// Sends 200 messages with delays spread from 10 ms to 4 s, consumes the queue with a plain
+/// client (as a PHP worker would) while they are sent, and prints how late they arrived:
+/// median, p99 and the extremes.
+async fn delay_lateness(connection: &Connection, queue: &str) {
+    let n = 200;
+    let emitter = Emitter::new(driver(queue));
+    let channel = channel(connection, queue).await;
+    let mut consumer = channel
+        .basic_consume(
+            queue.into(),
+            "plain".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    // The ladder declared and the connection open, as in an emitter that ran before.
+    let warm_up = Message::builder("warm-up")
+        .delay(Duration::from_secs(4))
+        .build()
+        .unwrap();
+    emitter.emit(&warm_up, DEFAULT_PRIORITY).await.unwrap();
+    let consuming = tokio::spawn(async move {
+        let mut lateness = Vec::with_capacity(n + 1);
+        while lateness.len() < n + 1 {
+            let delivery = consumer.next().await.unwrap().unwrap();
+            let arrived = hermes_core::time::unix_now();
+            let m = JsonSerializer.deserialize(&delivery.data).unwrap();
+            lateness.push((arrived - m.execute_at().unwrap()) * 1000.0);
+            delivery
+                .acker
+                .ack(BasicAckOptions::default())
+                .await
+                .unwrap();
+        }
+        lateness
+    });
+    for i in 0..n {
+        let ms = 10.0 * 400f64.powf(i as f64 / (n - 1) as f64);
+        let m = Message::builder("delayed")
+            .delay(Duration::from_secs_f64(ms / 1000.0))
+            .build()
+            .unwrap();
+        emitter.emit(&m, DEFAULT_PRIORITY).await.unwrap();
+    }
+    let mut lateness = consuming.await.unwrap();
+    lateness.sort_by(f64::total_cmp);
+    println!(
+        "{:<44} median {:.1} ms, p99 {:.1} ms, min {:.1} ms, max {:.1} ms ({} early)",
+        "delayed 10 ms-4 s, lateness at a plain consumer",
+        lateness[lateness.len() / 2],
+        lateness[lateness.len() * 99 / 100],
+        lateness[0],
+        lateness[lateness.len() - 1],
+        lateness.iter().filter(|l| **l < 0.0).count(),
+    );
 }

@@ -18,7 +18,7 @@ use hermes_testkit::suite::{Harness, unique_queue_name};
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable};
 
-/// Sends one message per delay, then consumes the queue with a plain client and returns, per
+/// Sends one message per delay while a plain client consumes the queue, and returns, per
 /// message, how late (positive) or early (negative) it arrived, in milliseconds.
 async fn lateness_at_a_plain_consumer(queue: &str, delays_ms: &[u64]) -> Vec<(u64, f64)> {
     let driver = RabbitMqDriver::new(&amqp_url(), queue, RabbitMqOptions::default()).unwrap();
@@ -49,6 +49,37 @@ async fn lateness_at_a_plain_consumer(queue: &str, delays_ms: &[u64]) -> Vec<(u6
         .build()
         .unwrap();
     driver.send(&warm_up, DEFAULT_PRIORITY).await.unwrap();
+    let expected = delays_ms.len();
+    let longest = Duration::from_millis(longest) + Duration::from_secs(10);
+    // Consumed while the messages are sent, so an arrival is seen when it happens.
+    let consuming = tokio::spawn(async move {
+        let mut arrivals = Vec::new();
+        let mut warmed_up = false;
+        while arrivals.len() < expected || !warmed_up {
+            let delivery = tokio::time::timeout(longest, consumer.next())
+                .await
+                .expect("a delayed message never arrived")
+                .unwrap()
+                .unwrap();
+            let arrived = unix_now();
+            delivery
+                .acker
+                .ack(BasicAckOptions::default())
+                .await
+                .unwrap();
+            let m = JsonSerializer.deserialize(&delivery.data).unwrap();
+            assert!(
+                arrived >= m.execute_at().unwrap(),
+                "#{} arrived early",
+                m.id()
+            );
+            match m.id().parse::<usize>() {
+                Ok(i) => arrivals.push((i, (arrived - m.execute_at().unwrap()) * 1000.0)),
+                Err(_) => warmed_up = true,
+            }
+        }
+        arrivals
+    });
     for (i, ms) in delays_ms.iter().enumerate() {
         let m = Message::builder("delayed")
             .id(format!("{i}"))
@@ -57,38 +88,12 @@ async fn lateness_at_a_plain_consumer(queue: &str, delays_ms: &[u64]) -> Vec<(u6
             .unwrap();
         driver.send(&m, DEFAULT_PRIORITY).await.unwrap();
     }
-    let mut lateness = Vec::new();
-    let mut warmed_up = false;
-    let give_up = Duration::from_millis(longest) + Duration::from_secs(10);
-    while lateness.len() < delays_ms.len() || !warmed_up {
-        let delivery = tokio::time::timeout(give_up, consumer.next())
-            .await
-            .expect("a delayed message never arrived")
-            .unwrap()
-            .unwrap();
-        let arrived = unix_now();
-        let m = JsonSerializer.deserialize(&delivery.data).unwrap();
-        delivery
-            .acker
-            .ack(BasicAckOptions::default())
-            .await
-            .unwrap();
-        assert!(
-            arrived >= m.execute_at().unwrap(),
-            "#{} arrived early",
-            m.id()
-        );
-        let Ok(i) = m.id().parse::<usize>() else {
-            warmed_up = true;
-            continue;
-        };
-        lateness.push((delays_ms[i], (arrived - m.execute_at().unwrap()) * 1000.0));
-        delivery
-            .acker
-            .ack(BasicAckOptions::default())
-            .await
-            .unwrap();
-    }
+    let lateness = consuming
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(i, late)| (delays_ms[i], late))
+        .collect();
     let _ = connection.close(200, "bye".into()).await;
     lateness
 }
