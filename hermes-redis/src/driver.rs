@@ -93,28 +93,23 @@ struct Taken {
 }
 
 impl Taken {
-    /// A message taken with the claim token `token`, or without a claim when `token` is `None`.
-    fn new(priority: Priority, token: Option<&[u8]>, body: &[u8]) -> Self {
-        let Some(token) = token else {
-            return Taken {
-                priority,
-                member: body.to_vec(),
-                body_at: 0,
-                claimed: false,
-                at: Instant::now(),
-            };
+    /// A message taken as `member`: its claim (`<priority>:<token>|<message>`) when `claimed`,
+    /// else the message itself.
+    fn new(priority: Priority, member: Vec<u8>, claimed: bool, at: Instant) -> Self {
+        let body_at = if claimed {
+            member
+                .iter()
+                .position(|b| *b == b'|')
+                .map_or(0, |bar| bar + 1)
+        } else {
+            0
         };
-        let mut member = format!("{priority}:").into_bytes();
-        member.extend_from_slice(token);
-        member.push(b'|');
-        let body_at = member.len();
-        member.extend_from_slice(body);
         Taken {
             priority,
             member,
             body_at,
-            claimed: true,
-            at: Instant::now(),
+            claimed,
+            at,
         }
     }
 
@@ -188,13 +183,15 @@ impl RedisSetDriver {
         self.inner.options.visibility_timeout / 2
     }
 
-    /// Takes the buffered messages held for the hold limit or longer out of the buffer.
+    /// Takes the buffered messages held for the hold limit or longer out of the buffer. The
+    /// buffer is in claim order, so they are at its front.
     fn take_stale(&self) -> Vec<Taken> {
         let limit = self.hold_limit();
         let mut buffer = self.buffer();
-        let (stale, fresh): (Vec<_>, Vec<_>) =
-            buffer.drain(..).partition(|c| c.at.elapsed() >= limit);
-        *buffer = fresh.into();
+        let mut stale = Vec::new();
+        while buffer.front().is_some_and(|t| t.at.elapsed() >= limit) {
+            stale.extend(buffer.pop_front());
+        }
         stale
     }
 
@@ -319,22 +316,16 @@ impl RedisSetDriver {
             return Ok(0);
         };
         let at_least_once = self.at_least_once();
-        let mut taken = Vec::with_capacity(items.len() / 3);
+        let now = Instant::now();
+        let mut taken = Vec::with_capacity(items.len() / 2);
         let mut items = items.into_iter();
-        while let (Some(priority), Some(token), Some(body)) =
-            (items.next(), items.next(), items.next())
-        {
+        while let (Some(priority), Some(member)) = (items.next(), items.next()) {
             let priority = priority
                 .as_int()
                 .and_then(|p| Priority::try_from(p).ok())
                 .unwrap_or(DEFAULT_PRIORITY);
-            let token = token.into_bytes().unwrap_or_default();
-            let body = body.into_bytes().unwrap_or_default();
-            taken.push(Taken::new(
-                priority,
-                at_least_once.then_some(token.as_slice()),
-                &body,
-            ));
+            let member = member.into_bytes().unwrap_or_default();
+            taken.push(Taken::new(priority, member, at_least_once, now));
         }
         let count = taken.len();
         self.buffer().extend(taken);

@@ -48,8 +48,8 @@ impl Script {
 /// A claim is the member `<priority>:<token>|<message>` of the in-flight set, scored by the
 /// claim time (the server's clock); the token makes every claim of one message a member of its
 /// own, so an operation on an expired claim cannot touch the next one. Claims of the older
-/// format `<priority>|<message>` still come back when they expire. Returns the priority, the
-/// token and the message of each message taken.
+/// format `<priority>|<message>` still come back when they expire. Returns the priority and
+/// the claim of each message taken (at most once: the message itself).
 const CLAIM: &str = r"
 local now = tonumber(ARGV[1])
 local visibility = tonumber(ARGV[2])
@@ -112,12 +112,11 @@ for i = 1, n do
   if ARGV[4 + n + i] == '1' then
     local members = redis.call('SPOP', KEYS[4 + i], max - taken)
     for _, member in ipairs(members) do
-      local token = prefix .. '.' .. taken
       if visibility > 0 then
-        redis.call('ZADD', KEYS[4], server_now, ARGV[4 + i] .. ':' .. token .. '|' .. member)
+        member = ARGV[4 + i] .. ':' .. prefix .. '.' .. taken .. '|' .. member
+        redis.call('ZADD', KEYS[4], server_now, member)
       end
       out[#out + 1] = ARGV[4 + i]
-      out[#out + 1] = token
       out[#out + 1] = member
       taken = taken + 1
     end
