@@ -5,7 +5,9 @@ mod common;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::time::{Duration, Instant};
 
-use common::{TempDir, child_arg, count_files, drop_file, run_in_child, test_options};
+use common::{
+    TempDir, child_arg, count_files, drop_file, run_in_child, run_unprivileged, test_options,
+};
 use hermes_core::{DEFAULT_PRIORITY, Driver, Error, Message};
 use hermes_fs::{FileSystemDriver, FileSystemOptions};
 use hermes_testkit::bench::cpu_time;
@@ -297,20 +299,10 @@ async fn a_link_arriving_while_the_worker_runs_is_never_followed() {
 /// as the unprivileged user `nobody` in a child process instead.
 #[test]
 fn a_read_only_queue_folder_gives_clear_errors_and_loses_nothing() {
-    if let Some(dir) = child_arg() {
-        read_only_checks(&dir);
-        return;
-    }
-    let dir = TempDir::new("readonly");
-    if std::fs::metadata(dir.path()).unwrap().uid() != 0 {
-        read_only_checks(dir.path());
-        return;
-    }
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    run_in_child(
+    run_unprivileged(
         "a_read_only_queue_folder_gives_clear_errors_and_loses_nothing",
-        dir.path(),
-        true,
+        "readonly",
+        read_only_checks,
     );
 }
 

@@ -3,12 +3,12 @@
 
 mod common;
 
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{TempDir, child_arg, drop_file, run_in_child, test_options};
+use common::{TempDir, drop_file, run_unprivileged, test_options};
 use hermes_core::time::unix_now;
 use hermes_core::{DEFAULT_PRIORITY, Driver, JsonSerializer, Message, Serializer};
 use hermes_fs::FileSystemDriver;
@@ -136,20 +136,10 @@ fn fifos_and_sockets_in_new_are_skipped_and_kept() {
 /// the unprivileged user `nobody` in a child process.
 #[test]
 fn an_unreadable_file_does_not_stall_the_files_behind_it() {
-    if let Some(dir) = child_arg() {
-        unreadable_checks(&dir);
-        return;
-    }
-    let dir = TempDir::new("unreadable");
-    if std::fs::metadata(dir.path()).unwrap().uid() != 0 {
-        unreadable_checks(dir.path());
-        return;
-    }
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    run_in_child(
+    run_unprivileged(
         "an_unreadable_file_does_not_stall_the_files_behind_it",
-        dir.path(),
-        true,
+        "unreadable",
+        unreadable_checks,
     );
 }
 

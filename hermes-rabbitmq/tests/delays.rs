@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{RabbitHarness, amqp_url, rabbitmqctl, raw, ready};
+use common::{RabbitHarness, amqp_url, declare_durable, publish_raw, rabbitmqctl, raw, ready};
 use futures_util::StreamExt;
 use hermes_core::time::unix_now;
 use hermes_core::{DEFAULT_PRIORITY, Driver, JsonSerializer, Message, Serializer};
@@ -18,20 +18,28 @@ use hermes_testkit::suite::{Harness, unique_queue_name};
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable};
 
+/// Receives with `driver` the message `expected`, and checks it was not handed out early.
+async fn expect_when_due(driver: &RabbitMqDriver, expected: &Message) {
+    let d = driver
+        .receive(&[], Duration::from_secs(10))
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("#{} never arrived", expected.id()));
+    let now = unix_now();
+    let due = expected.execute_at().unwrap();
+    assert_eq!(d.message().id(), expected.id());
+    assert!(now >= due, "handed out {:.3} s early", due - now);
+    driver.ack(&d).await.unwrap();
+    driver.flush().await.unwrap();
+}
+
 /// Sends one message per delay while a plain client consumes the queue, and returns, per
 /// message, how late (positive) or early (negative) it arrived, in milliseconds.
 async fn lateness_at_a_plain_consumer(queue: &str, delays_ms: &[u64]) -> Vec<(u64, f64)> {
     let driver = RabbitMqDriver::new(&amqp_url(), queue, RabbitMqOptions::default()).unwrap();
     let connection = raw().await.unwrap();
     let channel = connection.create_channel().await.unwrap();
-    let durable = QueueDeclareOptions {
-        durable: true,
-        ..QueueDeclareOptions::default()
-    };
-    channel
-        .queue_declare(queue.into(), durable, FieldTable::default())
-        .await
-        .unwrap();
+    declare_durable(&channel, queue).await;
     let mut consumer = channel
         .basic_consume(
             queue.into(),
@@ -169,37 +177,14 @@ async fn a_worker_sends_long_delays_on_down_the_ladder() {
         .delay(Duration::from_secs(200 * 24 * 3600))
         .build()
         .unwrap();
-    let connection = raw().await.unwrap();
-    let channel = connection.create_channel().await.unwrap();
     for m in [&soon, &later] {
-        channel
-            .basic_publish(
-                "".into(),
-                long_delay_queue(&queue).as_str().into(),
-                lapin::options::BasicPublishOptions::default(),
-                &JsonSerializer.serialize(m).unwrap(),
-                lapin::BasicProperties::default(),
-            )
-            .await
-            .unwrap()
-            .await
-            .unwrap();
+        publish_raw(
+            &long_delay_queue(&queue),
+            &JsonSerializer.serialize(m).unwrap(),
+        )
+        .await;
     }
-    let _ = connection.close(200, "bye".into()).await;
-    let d = driver
-        .receive(&[], Duration::from_secs(10))
-        .await
-        .unwrap()
-        .expect("the message from the long-delay queue arrived");
-    let now = unix_now();
-    assert_eq!(d.message().id(), soon.id());
-    assert!(
-        now >= soon.execute_at().unwrap(),
-        "{:.3} s early",
-        soon.execute_at().unwrap() - now
-    );
-    driver.ack(&d).await.unwrap();
-    driver.flush().await.unwrap();
+    expect_when_due(&driver, &soon).await;
     assert_eq!(ready(&long_delay_queue(&queue)).await, 0);
     assert_eq!(ready(&queue).await, 0);
     assert_eq!(
@@ -259,14 +244,11 @@ async fn a_message_in_an_earlier_delay_queue_still_arrives_on_time() {
     let queue = unique_queue_name("legacy");
     let connection = raw().await.unwrap();
     let channel = connection.create_channel().await.unwrap();
+    declare_durable(&channel, &queue).await;
     let durable = QueueDeclareOptions {
         durable: true,
         ..QueueDeclareOptions::default()
     };
-    channel
-        .queue_declare(queue.as_str().into(), durable, FieldTable::default())
-        .await
-        .unwrap();
     let legacy = legacy_delay_queue(&queue, 640);
     let mut arguments = FieldTable::default();
     arguments.insert("x-message-ttl".into(), AMQPValue::LongLongInt(640));
@@ -286,33 +268,8 @@ async fn a_message_in_an_earlier_delay_queue_still_arrives_on_time() {
         .delay(Duration::from_millis(2_000))
         .build()
         .unwrap();
-    channel
-        .basic_publish(
-            "".into(),
-            legacy.as_str().into(),
-            lapin::options::BasicPublishOptions::default(),
-            &JsonSerializer.serialize(&m).unwrap(),
-            lapin::BasicProperties::default(),
-        )
-        .await
-        .unwrap()
-        .await
-        .unwrap();
     let _ = connection.close(200, "bye".into()).await;
-    let driver = RabbitHarness.open(&queue).await.unwrap();
-    let d = driver
-        .receive(&[], Duration::from_secs(10))
-        .await
-        .unwrap()
-        .expect("the message of the earlier layout arrived");
-    let now = unix_now();
-    assert_eq!(d.message().id(), m.id());
-    assert!(
-        now >= m.execute_at().unwrap(),
-        "handled {:.3} s early",
-        m.execute_at().unwrap() - now
-    );
-    driver.ack(&d).await.unwrap();
-    driver.flush().await.unwrap();
+    publish_raw(&legacy, &JsonSerializer.serialize(&m).unwrap()).await;
+    expect_when_due(&RabbitHarness.open(&queue).await.unwrap(), &m).await;
     RabbitHarness.cleanup(&queue).await;
 }

@@ -85,6 +85,24 @@ pub fn child_arg() -> Option<std::path::PathBuf> {
     std::env::var_os("HERMES_FS_CHILD").map(Into::into)
 }
 
+/// Runs `checks` on a fresh directory as a user whom permissions bind: this process when it is
+/// not root, else the test `test` of this binary again, as the unprivileged user `nobody`, in a
+/// child process (which then runs `checks` on the directory handed to it).
+pub fn run_unprivileged(test: &str, label: &str, checks: fn(&Path)) {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if let Some(dir) = child_arg() {
+        checks(&dir);
+        return;
+    }
+    let dir = TempDir::new(label);
+    if std::fs::metadata(dir.path()).unwrap().uid() != 0 {
+        checks(dir.path());
+        return;
+    }
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    run_in_child(test, dir.path(), true);
+}
+
 /// Files in a folder.
 pub fn count_files(dir: &Path) -> usize {
     std::fs::read_dir(dir).map_or(0, |entries| entries.count())

@@ -29,6 +29,38 @@ pub async fn raw() -> Result<Connection, String> {
         .map_err(|e| format!("cannot connect to {}: {e}", amqp_url()))
 }
 
+/// Declares `queue` durable and without arguments on `channel`, as Hermes does.
+pub async fn declare_durable(channel: &lapin::Channel, queue: &str) {
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    channel
+        .queue_declare(queue.into(), durable, FieldTable::default())
+        .await
+        .expect("declaring the queue");
+}
+
+/// Publishes `bytes` to the existing `queue` on the default exchange with a plain client, as a
+/// program without Hermes would, and waits for the publish.
+pub async fn publish_raw(queue: &str, bytes: &[u8]) {
+    let connection = raw().await.expect("the broker is reachable");
+    let channel = connection.create_channel().await.expect("a channel");
+    channel
+        .basic_publish(
+            "".into(),
+            queue.into(),
+            BasicPublishOptions::default(),
+            bytes,
+            BasicProperties::default(),
+        )
+        .await
+        .expect("publishing")
+        .await
+        .expect("the publish");
+    let _ = connection.close(200, "bye".into()).await;
+}
+
 /// How many messages wait in `queue`, ready for delivery (0 when it does not exist).
 pub async fn ready(queue: &str) -> u32 {
     let connection = raw().await.expect("the broker is reachable");
@@ -82,27 +114,9 @@ impl Harness for RabbitHarness {
     async fn push_raw(&self, queue: &str, bytes: &[u8]) -> Result<(), Error> {
         let connection = raw().await.expect("the broker is reachable");
         let channel = connection.create_channel().await.expect("a channel");
-        let durable = QueueDeclareOptions {
-            durable: true,
-            ..QueueDeclareOptions::default()
-        };
-        channel
-            .queue_declare(queue.into(), durable, FieldTable::default())
-            .await
-            .expect("declaring the queue");
-        channel
-            .basic_publish(
-                "".into(),
-                queue.into(),
-                BasicPublishOptions::default(),
-                bytes,
-                BasicProperties::default(),
-            )
-            .await
-            .expect("publishing")
-            .await
-            .expect("the publish");
+        declare_durable(&channel, queue).await;
         let _ = connection.close(200, "bye".into()).await;
+        publish_raw(queue, bytes).await;
         Ok(())
     }
 
