@@ -163,6 +163,7 @@ macro_rules! conformance_suite {
             due_time_past_year_9999_refused,
             late_settle_leaves_the_redelivered_copy,
             busy_instance_does_not_run_others_twice,
+            hostile_inputs_are_quarantined,
         );
     };
     (@tests $harness:expr; $($scenario:ident),* $(,)?) => {

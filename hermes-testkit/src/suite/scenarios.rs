@@ -975,3 +975,62 @@ async fn driver_send_all(driver: &impl Driver, messages: &[Message]) {
         send(driver, m, DEFAULT_PRIORITY).await;
     }
 }
+
+/// Hostile bodies put on the queue directly (invalid UTF-8, nesting 100,000 deep, wrong field
+/// types, a number out of range, a top level that is not an object) never reach a handler and
+/// stop nothing: each is reported undecodable and quarantined, and the good message behind them
+/// is delivered.
+pub async fn hostile_inputs_are_quarantined<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver = open(h, queue).await;
+    let deep = format!(
+        r#"{{"message":{{"id":"deep","type":"t","created":1,"payload":{}1{}}}}}"#,
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let hostile: Vec<Vec<u8>> = vec![
+        b"\xff\xfe{\"message\": not json".to_vec(),
+        deep.into_bytes(),
+        br#"{"message":{"id":5,"type":"t","created":1}}"#.to_vec(),
+        br#"{"message":{"id":"a","type":{"x":1},"created":1}}"#.to_vec(),
+        br#"{"message":{"id":"a","type":"t","created":1e400}}"#.to_vec(),
+        br#"[{"message":{"id":"a","type":"t","created":1}}]"#.to_vec(),
+    ];
+    for bytes in &hostile {
+        h.push_raw(queue, bytes).await.expect("pushing raw bytes");
+    }
+    let good = message("good", 1);
+    send(&driver, &good, DEFAULT_PRIORITY).await;
+    let mut undecodable = 0;
+    let mut delivered = Vec::new();
+    while undecodable < hostile.len() || delivered.is_empty() {
+        match driver.receive(&[], PATIENCE).await {
+            Ok(Some(d)) => {
+                delivered.push(d.message().id().to_owned());
+                ack(&driver, &d).await;
+            }
+            Ok(None) => break,
+            Err(Error::Undecodable { source, .. }) => {
+                assert!(source.to_string().len() < 400, "a long error: {source}");
+                undecodable += 1;
+            }
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+    }
+    assert_eq!(
+        undecodable,
+        hostile.len(),
+        "each hostile input is reported once"
+    );
+    assert_eq!(delivered, [good.id().to_owned()]);
+    let wait = if driver.capabilities().at_least_once {
+        h.visibility_timeout() + BRIEF
+    } else {
+        BRIEF
+    };
+    expect_none(&driver, &[], wait).await;
+    assert_eq!(
+        h.quarantined(queue).await.expect("counting the quarantine"),
+        hostile.len()
+    );
+    Outcome::Passed
+}
