@@ -1,0 +1,184 @@
+//! The command line: a run's settings, and the hidden `worker` role the run starts itself in.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// `hermes-soak`: emits numbered, checksummed messages, runs worker processes, kills, pauses
+/// and restarts them (and the broker), then counts what was lost, duplicated or corrupted.
+///
+/// Exits with 1 when a message whose emit returned Ok was lost or corrupted, when a worker
+/// exited by itself, or when anything was left on the queue; with 2 on a setting it cannot use.
+#[derive(Debug, Parser)]
+#[command(
+    name = "hermes-soak",
+    version,
+    subcommand_negates_reqs = true,
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    /// The role of a process the run started.
+    #[command(subcommand)]
+    pub role: Option<Role>,
+    /// The run's settings.
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// Processes the run starts of itself.
+#[derive(Debug, Subcommand)]
+pub enum Role {
+    /// One worker process of a run.
+    #[command(hide = true)]
+    Worker(WorkerArgs),
+}
+
+/// The backends a run can soak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DriverKind {
+    /// The filesystem driver, in a folder of the run's own.
+    Fs,
+    /// The Redis driver on the `redis` crate.
+    Redis,
+    /// The Redis driver on `fred`.
+    RedisFred,
+    /// The RabbitMQ driver.
+    Rabbitmq,
+    /// The SQS driver.
+    Sqs,
+    /// The in-memory driver; its workers are threads of this process.
+    Memory,
+}
+
+impl DriverKind {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            DriverKind::Fs => "fs",
+            DriverKind::Redis => "redis",
+            DriverKind::RedisFred => "redis-fred",
+            DriverKind::Rabbitmq => "rabbitmq",
+            DriverKind::Sqs => "sqs",
+            DriverKind::Memory => "memory",
+        }
+    }
+
+    /// Whether this is one of the Redis drivers.
+    pub fn is_redis(self) -> bool {
+        matches!(self, DriverKind::Redis | DriverKind::RedisFred)
+    }
+}
+
+/// A run's settings.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The backend to soak.
+    #[arg(long, value_enum, required = true)]
+    pub driver: Option<DriverKind>,
+    /// How many messages to emit.
+    #[arg(long, required = true)]
+    pub messages: Option<u64>,
+    /// How many worker processes run at once.
+    #[arg(long, default_value_t = 3)]
+    pub workers: usize,
+    /// How many messages each worker handles at once.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// SIGKILL a random worker this often (and start a new one); `0` never.
+    #[arg(long, value_parser = parse_duration, default_value = "1.5s")]
+    pub kill_every: Duration,
+    /// The visibility timeout: how long a claim lasts before the message is delivered again.
+    #[arg(long, value_parser = parse_duration, default_value = "2s")]
+    pub visibility: Duration,
+    /// SIGSTOP a random worker this often, for longer than the visibility timeout, then
+    /// SIGCONT it.
+    #[arg(long, value_parser = parse_duration)]
+    pub pause_every: Option<Duration>,
+    /// Restart the broker this often: RabbitMQ with `rabbitmqctl stop_app` / `start_app`, Redis
+    /// only on the server the run starts itself (with AOF and `appendfsync always`).
+    #[arg(long, value_parser = parse_duration)]
+    pub broker_restart_every: Option<Duration>,
+    /// The seed of the message mix and the fault schedule (random by default; printed).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// The broker: a Redis URL (default: a server the run starts on a free port), an AMQP URL
+    /// (default `amqp://guest:guest@127.0.0.1:5672/%2f`) or an SQS endpoint (default
+    /// `http://127.0.0.1:4566`). Unused by the filesystem and memory drivers.
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Give up waiting for the queue to drain after this long without a newly handled message.
+    #[arg(long, value_parser = parse_duration, default_value = "60s")]
+    pub stall_timeout: Duration,
+    /// Keep the run's folder (log, worker output, queue files) instead of removing it.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+/// The settings of one worker process.
+#[derive(Debug, Clone, Args)]
+pub struct WorkerArgs {
+    /// The backend.
+    #[arg(long, value_enum)]
+    pub driver: DriverKind,
+    /// Where the backend is: a URL, an endpoint or a folder.
+    #[arg(long)]
+    pub endpoint: String,
+    /// The queue's name.
+    #[arg(long)]
+    pub queue: String,
+    /// The visibility timeout.
+    #[arg(long, value_parser = parse_duration)]
+    pub visibility: Duration,
+    /// How many messages are handled at once.
+    #[arg(long)]
+    pub concurrency: usize,
+    /// The log every handled message is appended to.
+    #[arg(long)]
+    pub log: PathBuf,
+    /// The seed of the handlers' durations.
+    #[arg(long)]
+    pub seed: u64,
+}
+
+/// Reads `1.5s`, `500ms`, `2m` or a plain number of seconds.
+///
+/// # Errors
+/// A message naming the forms understood.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let (number, unit) = match text.trim() {
+        t if t.ends_with("ms") => (&t[..t.len() - 2], 0.001),
+        t if t.ends_with('s') => (&t[..t.len() - 1], 1.0),
+        t if t.ends_with('m') => (&t[..t.len() - 1], 60.0),
+        t => (t, 1.0),
+    };
+    number
+        .parse::<f64>()
+        .ok()
+        .filter(|n| n.is_finite() && *n >= 0.0 && *n * unit < 1e9)
+        .map(|n| Duration::from_secs_f64(n * unit))
+        .ok_or_else(|| format!("{text:?} is not a duration such as 1.5s, 500ms, 2m or 3"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        for bad in ["", "s", "-1s", "1h", "NaNs", "1e20"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_command_line_parses() {
+        Cli::command().debug_assert();
+    }
+
+    use clap::CommandFactory as _;
+}

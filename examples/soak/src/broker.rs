@@ -1,0 +1,314 @@
+//! The broker of a run: choosing where the queue lives, restarting the broker, and removing
+//! the run's queues at the end.
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::args::{DriverKind, RunArgs};
+use crate::target::{Target, sqs_client};
+
+const DEFAULT_AMQP_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+const DEFAULT_SQS_ENDPOINT: &str = "http://127.0.0.1:4566";
+
+/// How long a restarted broker stays down.
+pub const DOWN_FOR: Duration = Duration::from_secs(1);
+
+/// The broker of a run.
+#[derive(Debug)]
+pub struct Broker {
+    kind: DriverKind,
+    own_redis: Option<RedisServer>,
+}
+
+impl Broker {
+    /// Where the run's queue `queue` lives: in `folder` for the filesystem; on a Redis server
+    /// of the run's own unless a URL is given; on the given or local RabbitMQ or SQS server.
+    ///
+    /// # Errors
+    /// A setting that cannot be used: restarts of a broker the run cannot restart.
+    pub fn prepare(args: &RunArgs, folder: &Path, queue: &str) -> Result<(Broker, Target), String> {
+        let kind = args.driver.expect("required by the command line");
+        let restarts = args.broker_restart_every.is_some();
+        let mut own_redis = None;
+        let endpoint = match kind {
+            DriverKind::Fs | DriverKind::Memory => {
+                if restarts {
+                    return Err(format!(
+                        "--broker-restart-every: the {} driver has no broker to restart",
+                        kind.name()
+                    ));
+                }
+                folder.join("queues").display().to_string()
+            }
+            DriverKind::Redis | DriverKind::RedisFred => match &args.url {
+                Some(_) if restarts => {
+                    return Err(
+                        "--broker-restart-every restarts only the Redis server the run \
+                                starts itself (with AOF and appendfsync always): leave out --url"
+                            .to_owned(),
+                    );
+                }
+                Some(url) => url.clone(),
+                None => {
+                    let server = RedisServer::start(&folder.join("redis"))?;
+                    let url = server.url();
+                    own_redis = Some(server);
+                    url
+                }
+            },
+            DriverKind::Rabbitmq => {
+                let url = args
+                    .url
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_AMQP_URL.to_owned());
+                if restarts && !is_loopback(&url) {
+                    return Err(
+                        "--broker-restart-every restarts a RabbitMQ on this machine \
+                                only (rabbitmqctl): give a loopback URL"
+                            .to_owned(),
+                    );
+                }
+                url
+            }
+            DriverKind::Sqs => {
+                if restarts {
+                    return Err("--broker-restart-every: an SQS server cannot be restarted \
+                                (the local test server keeps nothing across a restart)"
+                        .to_owned());
+                }
+                args.url
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_SQS_ENDPOINT.to_owned())
+            }
+        };
+        let target = Target {
+            kind,
+            endpoint,
+            queue: queue.to_owned(),
+            visibility: args.visibility,
+        };
+        Ok((Broker { kind, own_redis }, target))
+    }
+
+    /// Stops the broker, keeps it down for [`DOWN_FOR`], starts it again and waits until it
+    /// answers.
+    ///
+    /// # Errors
+    /// When it cannot be stopped or started.
+    pub fn restart(&mut self) -> Result<(), String> {
+        match (self.kind, &mut self.own_redis) {
+            (DriverKind::Rabbitmq, _) => {
+                rabbitmqctl("stop_app")?;
+                std::thread::sleep(DOWN_FOR);
+                rabbitmqctl("start_app")?;
+                rabbitmqctl("await_startup")
+            }
+            (_, Some(server)) => server.restart(),
+            _ => Err(format!(
+                "the {} driver has no broker to restart",
+                self.kind.name()
+            )),
+        }
+    }
+
+    /// Removes what the run left on the broker (queues, keys); best effort.
+    pub async fn clean_up(&mut self, target: &Target) {
+        match self.kind {
+            DriverKind::Redis | DriverKind::RedisFred if self.own_redis.is_none() => {
+                delete_redis_keys(&target.endpoint, &target.queue);
+            }
+            DriverKind::Rabbitmq => delete_rabbitmq_queues(target).await,
+            DriverKind::Sqs => delete_sqs_queues(target).await,
+            _ => {}
+        }
+        self.own_redis = None;
+    }
+}
+
+fn is_loopback(url: &str) -> bool {
+    let host = url
+        .split("://")
+        .nth(1)
+        .unwrap_or(url)
+        .rsplit('@')
+        .next()
+        .unwrap_or_default();
+    ["127.0.0.1", "localhost", "[::1]"]
+        .iter()
+        .any(|h| host.starts_with(h))
+}
+
+fn rabbitmqctl(command: &str) -> Result<(), String> {
+    let output = Command::new("rabbitmqctl")
+        .args(["-q", command])
+        .output()
+        .map_err(|e| format!("cannot run rabbitmqctl {command}: {e}"))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "rabbitmqctl {command} failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
+    }
+}
+
+fn delete_redis_keys(url: &str, queue: &str) {
+    let keys = Command::new("redis-cli")
+        .args(["-u", url, "--scan", "--pattern", &format!("{queue}*")])
+        .output();
+    if let Ok(keys) = keys {
+        let keys = String::from_utf8_lossy(&keys.stdout);
+        let keys: Vec<&str> = keys.lines().filter(|k| !k.is_empty()).collect();
+        if !keys.is_empty() {
+            let _ = Command::new("redis-cli")
+                .args(["-u", url, "DEL"])
+                .args(keys)
+                .stdout(Stdio::null())
+                .status();
+        }
+    }
+}
+
+async fn delete_rabbitmq_queues(target: &Target) {
+    use lapin::options::{ExchangeDeleteOptions, QueueDeleteOptions};
+    let Ok(connection) =
+        lapin::Connection::connect(&target.endpoint, lapin::ConnectionProperties::default()).await
+    else {
+        return;
+    };
+    let Ok(channel) = connection.create_channel().await else {
+        return;
+    };
+    for queue in [target.queue.clone(), target.high_queue()] {
+        for name in hermes_rabbitmq::queues_of(&queue) {
+            let _ = channel
+                .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
+                .await;
+        }
+        for name in hermes_rabbitmq::exchanges_of(&queue) {
+            let _ = channel
+                .exchange_delete(name.as_str().into(), ExchangeDeleteOptions::default())
+                .await;
+        }
+    }
+    let _ = connection.close(200, "done".into()).await;
+}
+
+async fn delete_sqs_queues(target: &Target) {
+    let client = sqs_client(&target.endpoint).await;
+    let Ok(listed) = client
+        .list_queues()
+        .queue_name_prefix(&target.queue)
+        .send()
+        .await
+    else {
+        return;
+    };
+    for url in listed.queue_urls() {
+        let _ = client.delete_queue().queue_url(url).send().await;
+    }
+}
+
+/// A Redis server the run starts itself on a free port, appending every write to its AOF and
+/// syncing it before replying (`appendfsync always`), so a restart loses nothing it confirmed.
+#[derive(Debug)]
+pub struct RedisServer {
+    folder: PathBuf,
+    port: u16,
+    process: Option<Child>,
+}
+
+impl RedisServer {
+    /// Starts one, keeping its files in `folder`.
+    ///
+    /// # Errors
+    /// When `redis-server` cannot be run or does not answer.
+    pub fn start(folder: &Path) -> Result<Self, String> {
+        std::fs::create_dir_all(folder).map_err(|e| format!("cannot create {folder:?}: {e}"))?;
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("no free port: {e}"))?
+            .port();
+        let mut server = RedisServer {
+            folder: folder.to_path_buf(),
+            port,
+            process: None,
+        };
+        server.launch()?;
+        Ok(server)
+    }
+
+    /// Its URL.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    fn launch(&mut self) -> Result<(), String> {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .arg("--dir")
+            .arg(&self.folder)
+            .args([
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--save",
+                "",
+            ])
+            .args(["--logfile", "redis.log", "--daemonize", "no"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start redis-server (is it installed?): {e}"))?;
+        self.process = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if answers_ping(self.port) {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Err(format!("redis-server on port {} did not answer", self.port))
+    }
+
+    /// Kills the server (SIGKILL: whatever it confirmed is in its AOF), keeps it down for
+    /// [`DOWN_FOR`], and starts it again on the same port and files.
+    ///
+    /// # Errors
+    /// When it does not come back.
+    pub fn restart(&mut self) -> Result<(), String> {
+        self.stop();
+        std::thread::sleep(DOWN_FOR);
+        self.launch()
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut child) = self.process.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn answers_ping(port: u16) -> bool {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+    let mut reply = [0u8; 7];
+    stream.write_all(b"PING\r\n").is_ok()
+        && stream.read_exact(&mut reply).is_ok()
+        && &reply == b"+PONG\r\n"
+}

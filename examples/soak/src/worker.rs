@@ -1,0 +1,55 @@
+//! The `worker` role: one worker process of a run.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hermes_core::{Dispatcher, Driver, Error, SignalShutdown};
+
+use crate::args::WorkerArgs;
+use crate::handler::SoakHandler;
+use crate::payload::SOAK;
+use crate::target::Target;
+
+/// How long a worker that starts while the broker is down keeps trying to connect.
+const CONNECT_FOR: Duration = Duration::from_secs(60);
+
+/// Handles the run's messages until SIGTERM or SIGINT.
+///
+/// # Errors
+/// When the backend cannot be reached, or the dispatcher stops with an error.
+pub async fn run(args: WorkerArgs) -> Result<(), String> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let shutdown = SignalShutdown::install().map_err(|e| e.to_string())?;
+    let driver = connect(&Target::of_worker(&args), args.concurrency).await?;
+    let handler = SoakHandler::new(&args.log, std::process::id().to_string(), args.seed)
+        .map_err(|e| format!("cannot open the log {:?}: {e}", args.log))?;
+    let mut dispatcher = Dispatcher::from_arc(driver)
+        .with_shutdown(shutdown)
+        .concurrency(args.concurrency);
+    dispatcher.register_handler(SOAK, Arc::new(handler));
+    dispatcher.handle(&[]).await.map_err(|e| e.to_string())
+}
+
+/// Connects, retrying temporary errors for up to [`CONNECT_FOR`]: a worker started while the
+/// broker restarts waits for it, as the dispatcher does.
+async fn connect(target: &Target, concurrency: usize) -> Result<Arc<dyn Driver>, String> {
+    let started = Instant::now();
+    loop {
+        match target.connect(concurrency).await {
+            Ok(driver) => return Ok(driver),
+            Err(e) if is_retried(&e) && started.elapsed() < CONNECT_FOR => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+fn is_retried(error: &Error) -> bool {
+    error.is_temporary()
+}
