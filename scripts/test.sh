@@ -37,6 +37,9 @@ if [ "$*" = "--workspace" ]; then
   ./examples/rabbitmq/e2e.sh
   ./examples/sqs/e2e.sh
   passed=$((passed + 5))
+  # Every driver under repeated kills, pauses and broker restarts.
+  ./scripts/soak.sh
+  passed=$((passed + 6))
 fi
 echo
 echo "total: $passed passed, 0 failed"

@@ -110,9 +110,42 @@ pub struct RunArgs {
     /// Give up waiting for the queue to drain after this long without a newly handled message.
     #[arg(long, value_parser = parse_duration, default_value = "60s")]
     pub stall_timeout: Duration,
+    /// Fail the run when more than this share of handlings (in percent of the messages sent)
+    /// were duplicates. Default: duplicates never fail a run; they are reported.
+    #[arg(long)]
+    pub max_duplicates: Option<f64>,
     /// Keep the run's folder (log, worker output, queue files) instead of removing it.
     #[arg(long)]
     pub keep: bool,
+    /// Faults put in on purpose, to show the run catches them.
+    #[command(flatten)]
+    pub sabotage: Sabotage,
+}
+
+/// Faults the workers put in on purpose, for the harness's own tests: a run with any of them
+/// must fail.
+#[derive(Debug, Clone, Copy, Default, Args)]
+pub struct Sabotage {
+    /// Each worker acknowledges every Nth message it handles without logging it: a loss.
+    #[arg(long, hide = true)]
+    pub sabotage_lose_every: Option<u64>,
+    /// Each worker process exits by itself after handling N messages.
+    #[arg(long, hide = true)]
+    pub sabotage_exit_after: Option<u64>,
+}
+
+impl Sabotage {
+    /// The arguments that give a worker process these faults.
+    pub fn to_args(self) -> Vec<String> {
+        let mut args = Vec::new();
+        if let Some(n) = self.sabotage_lose_every {
+            args.extend(["--sabotage-lose-every".to_owned(), n.to_string()]);
+        }
+        if let Some(n) = self.sabotage_exit_after {
+            args.extend(["--sabotage-exit-after".to_owned(), n.to_string()]);
+        }
+        args
+    }
 }
 
 /// The settings of one worker process.
@@ -139,6 +172,9 @@ pub struct WorkerArgs {
     /// The seed of the handlers' durations.
     #[arg(long)]
     pub seed: u64,
+    /// Faults put in on purpose.
+    #[command(flatten)]
+    pub sabotage: Sabotage,
 }
 
 /// Reads `1.5s`, `500ms`, `2m` or a plain number of seconds.

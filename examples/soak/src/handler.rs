@@ -4,7 +4,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write as _};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,6 +12,7 @@ use hermes_core::{Handler, HandlerError, Message, async_trait};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use crate::args::Sabotage;
 use crate::payload;
 
 /// One line of the log: `<seq> <message id> <worker> ok|corrupt`; the sequence number is `-`
@@ -29,6 +30,8 @@ pub struct SoakHandler {
     worker: String,
     rng: Mutex<StdRng>,
     frozen: Option<Arc<AtomicBool>>,
+    sabotage: Sabotage,
+    handled: AtomicU64,
 }
 
 impl SoakHandler {
@@ -42,7 +45,15 @@ impl SoakHandler {
             worker,
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
             frozen: None,
+            sabotage: Sabotage::default(),
+            handled: AtomicU64::new(0),
         })
+    }
+
+    /// Puts in `sabotage`'s faults (an exit applies to worker processes only).
+    pub fn sabotaged(mut self, sabotage: Sabotage) -> Self {
+        self.sabotage = sabotage;
+        self
     }
 
     /// While `frozen` is set, the next handler to start blocks its thread, and with it the
@@ -69,12 +80,23 @@ impl Handler for SoakHandler {
             Ok(seq) => (Some(seq), true),
             Err(seq) => (seq, false),
         };
+        let handled = self.handled.fetch_add(1, Ordering::SeqCst) + 1;
+        if self
+            .sabotage
+            .sabotage_lose_every
+            .is_some_and(|n| handled % n.max(1) == 0)
+        {
+            return Ok(true);
+        }
         let line = log_line(seq, message.id(), &self.worker, intact);
         // One write of a short line to a file opened with O_APPEND: lines of concurrent
         // writers never interleave.
         let written = (&self.log).write(line.as_bytes())?;
         if written != line.len() {
             return Err(HandlerError::msg("the log line was written in part"));
+        }
+        if self.sabotage.sabotage_exit_after == Some(handled) {
+            std::process::exit(0);
         }
         Ok(true)
     }

@@ -14,6 +14,7 @@ use hermes_testkit::MemoryDriver;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
+use crate::args::Sabotage;
 use crate::handler::SoakHandler;
 use crate::payload::SOAK;
 use crate::target::Target;
@@ -58,13 +59,21 @@ pub struct ProcessPool {
     folder: PathBuf,
     next: u64,
     seed: u64,
+    sabotage: Sabotage,
     running: Vec<(u64, Child)>,
 }
 
 impl ProcessPool {
     /// A pool whose workers handle `target`'s queue, `concurrency` messages at once, appending
-    /// to `log`; their output goes to `worker-<id>.log` in `folder`.
-    pub fn new(target: Target, concurrency: usize, log: &Path, folder: &Path, seed: u64) -> Self {
+    /// to `log`, with `sabotage`'s faults; their output goes to `worker-<id>.log` in `folder`.
+    pub fn new(
+        target: Target,
+        concurrency: usize,
+        log: &Path,
+        folder: &Path,
+        seed: u64,
+        sabotage: Sabotage,
+    ) -> Self {
         ProcessPool {
             target,
             concurrency,
@@ -72,6 +81,7 @@ impl ProcessPool {
             folder: folder.to_path_buf(),
             next: 0,
             seed,
+            sabotage,
             running: Vec::new(),
         }
     }
@@ -103,6 +113,7 @@ impl Workers for ProcessPool {
             .arg("--log")
             .arg(&self.log)
             .args(["--seed", &(self.seed ^ id).to_string()])
+            .args(self.sabotage.to_args())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(output)
@@ -213,6 +224,7 @@ pub struct ThreadPool {
     log: PathBuf,
     next: u64,
     seed: u64,
+    sabotage: Sabotage,
     running: Vec<ThreadWorker>,
 }
 
@@ -227,14 +239,25 @@ struct ThreadWorker {
 
 impl ThreadPool {
     /// A pool whose workers handle `driver`'s queue, `concurrency` messages at once, appending
-    /// to `log`.
-    pub fn new(driver: MemoryDriver, concurrency: usize, log: &Path, seed: u64) -> Self {
+    /// to `log`, with `sabotage`'s losses (an exit would end this whole process).
+    pub fn new(
+        driver: MemoryDriver,
+        concurrency: usize,
+        log: &Path,
+        seed: u64,
+        sabotage: Sabotage,
+    ) -> Self {
+        let sabotage = Sabotage {
+            sabotage_exit_after: None,
+            ..sabotage
+        };
         ThreadPool {
             driver,
             concurrency,
             log: log.to_path_buf(),
             next: 0,
             seed,
+            sabotage,
             running: Vec::new(),
         }
     }
@@ -273,7 +296,8 @@ impl Workers for ThreadPool {
         let frozen = Arc::new(AtomicBool::new(false));
         let handler = SoakHandler::new(&self.log, format!("thread-{id}"), self.seed ^ id)
             .map_err(|e| format!("cannot open the log: {e}"))?
-            .freezable(frozen.clone());
+            .freezable(frozen.clone())
+            .sabotaged(self.sabotage);
         let (kill, stop) = (CancellationToken::new(), CancellationToken::new());
         let (driver, concurrency) = (self.driver.reopen(), self.concurrency);
         let thread = std::thread::Builder::new()

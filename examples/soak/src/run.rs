@@ -63,14 +63,21 @@ pub async fn run(args: &RunArgs) -> Result<Outcome, String> {
 
     let (driver, mut pool): (Arc<dyn Driver>, Box<dyn Workers>) = if kind == DriverKind::Memory {
         let memory = memory_driver(&target)?;
-        let pool = ThreadPool::new(memory.reopen(), args.concurrency, &log, seed);
+        let pool = ThreadPool::new(memory.reopen(), args.concurrency, &log, seed, args.sabotage);
         (Arc::new(memory), Box::new(pool))
     } else {
         let driver = target
             .connect(args.concurrency)
             .await
             .map_err(|e| e.to_string())?;
-        let pool = ProcessPool::new(target.clone(), args.concurrency, &log, &folder, seed);
+        let pool = ProcessPool::new(
+            target.clone(),
+            args.concurrency,
+            &log,
+            &folder,
+            seed,
+            args.sabotage,
+        );
         (driver, Box::new(pool))
     };
     for _ in 0..args.workers {
@@ -129,6 +136,15 @@ pub async fn run(args: &RunArgs) -> Result<Outcome, String> {
     }
     if counts.corrupt > 0 {
         failures.push(format!("{} handlings were corrupt", counts.corrupt));
+    }
+    let duplicate_rate = 100.0 * counts.duplicates as f64 / counts.sent.max(1) as f64;
+    eprintln!("hermes-soak: duplicate rate {duplicate_rate:.2}%");
+    if let Some(max) = args.max_duplicates
+        && duplicate_rate > max
+    {
+        failures.push(format!(
+            "the duplicate rate {duplicate_rate:.2}% is above --max-duplicates {max}%"
+        ));
     }
     if counts.handled_unconfirmed > 0 {
         eprintln!(

@@ -27,7 +27,8 @@ pub async fn run(args: WorkerArgs) -> Result<(), String> {
     let shutdown = SignalShutdown::install().map_err(|e| e.to_string())?;
     let driver = connect(&Target::of_worker(&args), args.concurrency).await?;
     let handler = SoakHandler::new(&args.log, std::process::id().to_string(), args.seed)
-        .map_err(|e| format!("cannot open the log {:?}: {e}", args.log))?;
+        .map_err(|e| format!("cannot open the log {:?}: {e}", args.log))?
+        .sabotaged(args.sabotage);
     let mut dispatcher = Dispatcher::from_arc(driver)
         .with_shutdown(shutdown)
         .concurrency(args.concurrency);

@@ -1,0 +1,83 @@
+//! The harness fails a run that lost a message or whose worker exited by itself, and passes
+//! a clean one: its verdict can go both ways.
+
+use std::process::{Command, Output};
+
+fn soak(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hermes-soak"))
+        .args(["--messages", "300", "--workers", "2", "--concurrency", "4"])
+        .args(["--kill-every", "0", "--visibility", "1s"])
+        .args(args)
+        .output()
+        .expect("the harness runs")
+}
+
+fn summary(output: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    stdout.lines().last().unwrap_or_default().to_owned()
+}
+
+/// The number after `name` in the summary line (`lost 3` gives 3).
+fn figure(summary: &str, name: &str) -> u64 {
+    summary
+        .split(", ")
+        .find_map(|part| part.strip_prefix(name)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no figure {name} in {summary:?}"))
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn a_clean_run_passes() {
+    let output = soak(&["--driver", "memory"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        summary(&output).starts_with("sent 300, handled 300 distinct, duplicates 0, lost 0"),
+        "{}",
+        summary(&output)
+    );
+}
+
+#[test]
+fn a_lost_message_fails_the_run() {
+    let output = soak(&[
+        "--driver",
+        "memory",
+        "--sabotage-lose-every",
+        "50",
+        "--stall-timeout",
+        "3s",
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let lost = figure(&summary(&output), "lost");
+    // Each of the two workers drops every 50th of its messages: 5 or 6 of the 300.
+    assert!((5..=6).contains(&lost), "{}", summary(&output));
+    let reason = format!("{lost} messages emitted with Ok were lost");
+    assert!(stderr(&output).contains(&reason), "{}", stderr(&output));
+}
+
+#[test]
+fn a_worker_that_exits_by_itself_fails_the_run() {
+    let output = soak(&["--driver", "fs", "--sabotage-exit-after", "40"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("exited by itself"),
+        "{}",
+        stderr(&output)
+    );
+    // The run goes on with a new worker, and loses nothing.
+    assert_eq!(figure(&summary(&output), "lost"), 0, "{}", summary(&output));
+}
+
+#[test]
+fn a_setting_it_cannot_use_is_refused() {
+    let output = soak(&["--driver", "fs", "--broker-restart-every", "5s"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("no broker to restart"),
+        "{}",
+        stderr(&output)
+    );
+}
