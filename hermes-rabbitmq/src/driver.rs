@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use crate::buffer::{Buffer, Buffered};
 use crate::error::lapin_error;
 use crate::ladder::{DELAY_LEVELS, Trip, arrival_exchange, delay_level, long_delay_queue};
-use crate::session::{Consuming, Session};
+use crate::session::{COMMAND_TIMEOUT, Consuming, Session, bounded};
 use crate::{RabbitMqOptions, UndecodableAction};
 
 pub(crate) const NAME: &str = "rabbitmq";
@@ -206,8 +206,8 @@ impl RabbitMqDriver {
         }
         *slot = None;
         let options = &self.inner.options;
-        let session =
-            Arc::new(Session::open(&self.inner.url, options.durable, options.prefetch).await?);
+        let open = Session::open(&self.inner.url, options.durable, options.prefetch);
+        let session = Arc::new(bounded("connecting", None, open).await?);
         *slot = Some(session.clone());
         Ok(session)
     }
@@ -445,7 +445,16 @@ impl RabbitMqDriver {
         settle: impl AsyncFnOnce(&Acker) -> Result<(), lapin::Error>,
     ) -> Result<(), Error> {
         let receipt = delivery.receipt().expect::<RabbitReceipt>(NAME)?;
-        let result = settle(&receipt.acker).await;
+        let result = tokio::time::timeout(COMMAND_TIMEOUT, settle(&receipt.acker)).await;
+        if result.is_err() {
+            receipt.session.give_up();
+        }
+        // A broker that does not take the acknowledgement in time: the session is given up, and
+        // closing it makes the broker deliver the message again.
+        let result = result.unwrap_or_else(|_| {
+            let timed_out = std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer");
+            Err(lapin::Error::from(timed_out))
+        });
         receipt.session.settled(&receipt.queue);
         match result {
             Ok(()) => Ok(()),
@@ -527,8 +536,8 @@ impl Driver for RabbitMqDriver {
         let target = self.inner.queues.get(priority)?;
         let body = self.inner.serializer.serialize(message)?;
         let session = self.session().await?;
-        self.route(&session, &target, &body, message.execute_at())
-            .await
+        let route = self.route(&session, &target, &body, message.execute_at());
+        bounded("publishing", Some(&session), route).await
     }
 
     /// Waits for a delivery from the consumers of the selected queues, starting them on first
@@ -546,12 +555,14 @@ impl Driver for RabbitMqDriver {
         let mut patience: Option<Instant> = None;
         loop {
             let session = self.session().await?;
-            self.consume(&session, &queues).await?;
+            let consume = self.consume(&session, &queues);
+            bounded("starting the consumers", Some(&session), consume).await?;
             let arrived = self.inner.buffer.arrived.notified();
             tokio::pin!(arrived);
             arrived.as_mut().enable();
             let patient = patience.is_none_or(|until| Instant::now() < until);
-            let pause = match self.pick(&session, &queues, patient).await? {
+            let pick = self.pick(&session, &queues, patient);
+            let pause = match bounded("looking at the queues", Some(&session), pick).await? {
                 Pick::Found(delivery) => return delivery.map(Some),
                 Pick::HigherComing => {
                     patience.get_or_insert_with(|| Instant::now() + HIGHER_PRIORITY_PATIENCE);
@@ -604,10 +615,11 @@ impl Driver for RabbitMqDriver {
                 .collect();
             for consuming in consumers {
                 if session.alive() {
-                    let _ = session
+                    let cancel = session
                         .consumer
-                        .basic_cancel(consuming.tag.as_str().into(), BasicCancelOptions::default())
-                        .await;
+                        .basic_cancel(consuming.tag.as_str().into(), BasicCancelOptions::default());
+                    let cancel = async { cancel.await.map_err(lapin_error) };
+                    let _ = bounded("cancelling a consumer", Some(&session), cancel).await;
                 }
                 // The consumer ends after the deliveries the broker sent before the cancel.
                 if tokio::time::timeout(FORWARDER_END, consuming.forwarder)
@@ -632,7 +644,8 @@ impl Driver for RabbitMqDriver {
             {
                 session.settled(&queue);
                 if session.alive() {
-                    acker.nack(requeue).await.map_err(lapin_error)?;
+                    let nack = async { acker.nack(requeue).await.map_err(lapin_error) };
+                    bounded("giving back a message", Some(&session), nack).await?;
                 }
             }
         }

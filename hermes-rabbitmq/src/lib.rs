@@ -27,3 +27,4 @@ pub use driver::{
     queues_of,
 };
 pub use ladder::{DELAY_LEVELS, DELAY_UNIT_MS, delay_level, long_delay_queue};
+pub use session::COMMAND_TIMEOUT;

@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use hermes_core::Error;
@@ -28,6 +29,33 @@ pub(crate) struct Consuming {
 
 /// How long after an acknowledgement frees a full consumer's slot the broker's next delivery
 /// of that queue is expected.
+/// The longest one call to the broker may take, connecting included: a broker that takes the
+/// connection but does not answer (frozen, or still starting) fails the call with a temporary
+/// [`Error::Connection`] after this, and the next call connects anew.
+pub const COMMAND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Runs `call` (`what`, for the error) for at most [`COMMAND_TIMEOUT`]; past that, gives up
+/// `session` and fails with a temporary connection error.
+pub(crate) async fn bounded<T>(
+    what: &str,
+    session: Option<&Session>,
+    call: impl Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    match tokio::time::timeout(COMMAND_TIMEOUT, call).await {
+        Ok(result) => result,
+        Err(_) => {
+            if let Some(session) = session {
+                session.give_up();
+            }
+            Err(Error::Connection {
+                driver: NAME,
+                source: format!("{what}: no answer from the broker within {COMMAND_TIMEOUT:?}")
+                    .into(),
+            })
+        }
+    }
+}
+
 const REFILL_WINDOW: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// What a session holds of one queue.
@@ -58,6 +86,8 @@ pub(crate) struct Session {
     prefetch: usize,
     /// Per consumed queue, what this session holds of it.
     flows: Mutex<HashMap<String, Flow>>,
+    /// Set when a call got no answer in time: the session is given up.
+    broken: AtomicBool,
 }
 
 impl std::fmt::Debug for Session {
@@ -107,14 +137,23 @@ impl Session {
             consumers: tokio::sync::Mutex::default(),
             prefetch: usize::from(prefetch),
             flows: Mutex::default(),
+            broken: AtomicBool::new(false),
         })
+    }
+
+    /// Gives the session up: it no longer counts as alive, so the next call connects anew
+    /// (and the broker delivers this session's unacknowledged messages again once it closes).
+    pub(crate) fn give_up(&self) {
+        self.broken.store(true, Ordering::SeqCst);
     }
 
     /// Whether the connection and both channels are up.
     pub(crate) fn alive(&self) -> bool {
-        self.connection
-            .as_ref()
-            .is_some_and(|c| c.status().connected())
+        !self.broken.load(Ordering::SeqCst)
+            && self
+                .connection
+                .as_ref()
+                .is_some_and(|c| c.status().connected())
             && self.publisher.status().connected()
             && self.consumer.status().connected()
     }

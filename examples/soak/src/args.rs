@@ -32,6 +32,25 @@ pub enum Role {
     /// One worker process of a run.
     #[command(hide = true)]
     Worker(WorkerArgs),
+    /// Stops the broker under a worker and an emitter: measures how long a failed emit takes,
+    /// how soon the worker handles again after a short outage, and checks that it exits with
+    /// an error after a long one.
+    Outage(OutageArgs),
+}
+
+/// The settings of an outage run.
+#[derive(Debug, Clone, Args)]
+pub struct OutageArgs {
+    /// The backend: `redis` and `redis-fred` on a Redis server the run starts, `sqs` on a
+    /// test server (moto) the run starts, `rabbitmq` on the local RabbitMQ (`rabbitmqctl`).
+    #[arg(long, value_enum)]
+    pub driver: DriverKind,
+    /// How long the short outage lasts.
+    #[arg(long, value_parser = parse_duration, default_value = "3s")]
+    pub down_for: Duration,
+    /// The worker's temporary-error timeout; the long outage outlasts it.
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    pub error_timeout: Duration,
 }
 
 /// The backends a run can soak.
@@ -172,6 +191,10 @@ pub struct WorkerArgs {
     /// The seed of the handlers' durations.
     #[arg(long)]
     pub seed: u64,
+    /// How long the worker's dispatcher retries temporary driver errors before it exits
+    /// (default: the dispatcher's, 5 minutes).
+    #[arg(long, value_parser = parse_duration)]
+    pub error_timeout: Option<Duration>,
     /// Faults put in on purpose.
     #[command(flatten)]
     pub sabotage: Sabotage,

@@ -19,7 +19,7 @@ pub const DOWN_FOR: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub struct Broker {
     kind: DriverKind,
-    own_redis: Option<RedisServer>,
+    own_server: Option<OwnServer>,
 }
 
 impl Broker {
@@ -31,7 +31,7 @@ impl Broker {
     pub fn prepare(args: &RunArgs, folder: &Path, queue: &str) -> Result<(Broker, Target), String> {
         let kind = args.driver.expect("required by the command line");
         let restarts = args.broker_restart_every.is_some();
-        let mut own_redis = None;
+        let mut own_server = None;
         let endpoint = match kind {
             DriverKind::Fs | DriverKind::Memory => {
                 if restarts {
@@ -52,9 +52,9 @@ impl Broker {
                 }
                 Some(url) => url.clone(),
                 None => {
-                    let server = RedisServer::start(&folder.join("redis"))?;
+                    let server = OwnServer::start(ServerKind::Redis, &folder.join("redis"))?;
                     let url = server.url();
-                    own_redis = Some(server);
+                    own_server = Some(server);
                     url
                 }
             },
@@ -89,7 +89,76 @@ impl Broker {
             queue: queue.to_owned(),
             visibility: args.visibility,
         };
-        Ok((Broker { kind, own_redis }, target))
+        Ok((Broker { kind, own_server }, target))
+    }
+
+    /// Where the queue `queue` of an outage run lives: on a Redis or SQS test server the run
+    /// starts itself, or on the local RabbitMQ.
+    ///
+    /// # Errors
+    /// For a backend without a broker to stop, or a server that cannot be started.
+    pub fn for_outage(
+        kind: DriverKind,
+        folder: &Path,
+        queue: &str,
+        visibility: Duration,
+    ) -> Result<(Broker, Target), String> {
+        let own_server = match kind {
+            DriverKind::Redis | DriverKind::RedisFred => {
+                Some(OwnServer::start(ServerKind::Redis, &folder.join("redis"))?)
+            }
+            DriverKind::Sqs => Some(OwnServer::start(ServerKind::Moto, &folder.join("moto"))?),
+            DriverKind::Rabbitmq => None,
+            DriverKind::Fs | DriverKind::Memory => {
+                return Err(format!("the {} driver has no broker to stop", kind.name()));
+            }
+        };
+        let endpoint = own_server
+            .as_ref()
+            .map_or_else(|| DEFAULT_AMQP_URL.to_owned(), OwnServer::url);
+        let target = Target {
+            kind,
+            endpoint,
+            queue: queue.to_owned(),
+            visibility,
+        };
+        Ok((Broker { kind, own_server }, target))
+    }
+
+    /// Stops the broker: `rabbitmqctl stop_app`, or kills the run's own server.
+    ///
+    /// # Errors
+    /// When there is no broker to stop, or it cannot be stopped.
+    pub fn stop(&mut self) -> Result<(), String> {
+        match (self.kind, &mut self.own_server) {
+            (DriverKind::Rabbitmq, _) => rabbitmqctl("stop_app"),
+            (_, Some(server)) => {
+                server.stop();
+                Ok(())
+            }
+            _ => Err(format!(
+                "the {} driver has no broker to stop",
+                self.kind.name()
+            )),
+        }
+    }
+
+    /// Starts the broker [`Broker::stop`] stopped, and waits until it answers.
+    ///
+    /// # Errors
+    /// When it cannot be started.
+    pub fn start(&mut self) -> Result<(), String> {
+        match (self.kind, &mut self.own_server) {
+            (DriverKind::Rabbitmq, _) => {
+                rabbitmqctl("start_app")?;
+                rabbitmqctl("await_startup")
+            }
+            (_, Some(server)) => server.launch(),
+            _ => Err(format!(
+                "the {} driver has no broker to start",
+                self.kind.name()
+            )),
+        }
     }
 
     /// Stops the broker, keeps it down for [`DOWN_FOR`], starts it again and waits until it
@@ -98,32 +167,22 @@ impl Broker {
     /// # Errors
     /// When it cannot be stopped or started.
     pub fn restart(&mut self) -> Result<(), String> {
-        match (self.kind, &mut self.own_redis) {
-            (DriverKind::Rabbitmq, _) => {
-                rabbitmqctl("stop_app")?;
-                std::thread::sleep(DOWN_FOR);
-                rabbitmqctl("start_app")?;
-                rabbitmqctl("await_startup")
-            }
-            (_, Some(server)) => server.restart(),
-            _ => Err(format!(
-                "the {} driver has no broker to restart",
-                self.kind.name()
-            )),
-        }
+        self.stop()?;
+        std::thread::sleep(DOWN_FOR);
+        self.start()
     }
 
     /// Removes what the run left on the broker (queues, keys); best effort.
     pub async fn clean_up(&mut self, target: &Target) {
         match self.kind {
-            DriverKind::Redis | DriverKind::RedisFred if self.own_redis.is_none() => {
+            DriverKind::Redis | DriverKind::RedisFred if self.own_server.is_none() => {
                 delete_redis_keys(&target.endpoint, &target.queue);
             }
             DriverKind::Rabbitmq => delete_rabbitmq_queues(target).await,
-            DriverKind::Sqs => delete_sqs_queues(target).await,
+            DriverKind::Sqs if self.own_server.is_none() => delete_sqs_queues(target).await,
             _ => {}
         }
-        self.own_redis = None;
+        self.own_server = None;
     }
 }
 
@@ -197,6 +256,21 @@ async fn delete_rabbitmq_queues(target: &Target) {
     let _ = connection.close(200, "done".into()).await;
 }
 
+/// Creates the run's queues again, as SQS keeps them: the test server the run restarted
+/// forgot them.
+pub async fn recreate_sqs_queues(target: &Target) -> Result<(), String> {
+    let client = sqs_client(&target.endpoint).await;
+    for name in [target.queue.clone(), target.high_queue()] {
+        client
+            .create_queue()
+            .queue_name(&name)
+            .send()
+            .await
+            .map_err(|e| format!("cannot create the queue {name}: {e}"))?;
+    }
+    Ok(())
+}
+
 async fn delete_sqs_queues(target: &Target) {
     let client = sqs_client(&target.endpoint).await;
     let Ok(listed) = client
@@ -212,27 +286,40 @@ async fn delete_sqs_queues(target: &Target) {
     }
 }
 
-/// A Redis server the run starts itself on a free port, appending every write to its AOF and
-/// syncing it before replying (`appendfsync always`), so a restart loses nothing it confirmed.
+/// A server the run starts itself on a free loopback port, and stops when dropped: Redis
+/// appending every write to its AOF and syncing it before replying (`appendfsync always`), so
+/// a restart loses nothing it confirmed; or an SQS test server (moto).
 #[derive(Debug)]
-pub struct RedisServer {
+pub struct OwnServer {
+    kind: ServerKind,
     folder: PathBuf,
     port: u16,
     process: Option<Child>,
 }
 
-impl RedisServer {
+/// The servers a run can start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerKind {
+    /// `redis-server`.
+    Redis,
+    /// moto, run by the Python of `HERMES_MOTO_PYTHON` (default: the virtualenv the test
+    /// command installs it into).
+    Moto,
+}
+
+impl OwnServer {
     /// Starts one, keeping its files in `folder`.
     ///
     /// # Errors
-    /// When `redis-server` cannot be run or does not answer.
-    pub fn start(folder: &Path) -> Result<Self, String> {
+    /// When the server cannot be run or does not answer.
+    pub fn start(kind: ServerKind, folder: &Path) -> Result<Self, String> {
         std::fs::create_dir_all(folder).map_err(|e| format!("cannot create {folder:?}: {e}"))?;
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map_err(|e| format!("no free port: {e}"))?
             .port();
-        let mut server = RedisServer {
+        let mut server = OwnServer {
+            kind,
             folder: folder.to_path_buf(),
             port,
             process: None,
@@ -243,51 +330,89 @@ impl RedisServer {
 
     /// Its URL.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        match self.kind {
+            ServerKind::Redis => format!("redis://127.0.0.1:{}", self.port),
+            ServerKind::Moto => format!("http://127.0.0.1:{}", self.port),
+        }
     }
 
-    fn launch(&mut self) -> Result<(), String> {
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .arg("--dir")
-            .arg(&self.folder)
-            .args([
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-                "--save",
-                "",
-            ])
-            .args(["--logfile", "redis.log", "--daemonize", "no"])
+    fn command(&self) -> Command {
+        let port = self.port.to_string();
+        match self.kind {
+            ServerKind::Redis => {
+                let mut command = Command::new("redis-server");
+                command
+                    .args(["--port", &port, "--bind", "127.0.0.1"])
+                    .arg("--dir")
+                    .arg(&self.folder)
+                    .args([
+                        "--appendonly",
+                        "yes",
+                        "--appendfsync",
+                        "always",
+                        "--save",
+                        "",
+                    ])
+                    .args(["--logfile", "redis.log", "--daemonize", "no"]);
+                command
+            }
+            ServerKind::Moto => {
+                let python = std::env::var("HERMES_MOTO_PYTHON")
+                    .unwrap_or_else(|_| "/var/tmp/hermes-moto-venv/bin/python".to_owned());
+                let mut command = Command::new(python);
+                command
+                    .arg("-c")
+                    .arg("import sys; from moto.server import main; sys.exit(main())")
+                    .args(["-H", "127.0.0.1", "-p", &port]);
+                command
+            }
+        }
+    }
+
+    /// Starts the server again after [`OwnServer::stop`], on the same port and files, and
+    /// waits until it answers.
+    ///
+    /// # Errors
+    /// When it does not come back.
+    pub fn launch(&mut self) -> Result<(), String> {
+        let child = self
+            .command()
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| format!("cannot start redis-server (is it installed?): {e}"))?;
+            .map_err(|e| format!("cannot start {:?} (is it installed?): {e}", self.kind))?;
         self.process = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
-            if answers_ping(self.port) {
+            if self.answers() {
                 return Ok(());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        Err(format!("redis-server on port {} did not answer", self.port))
+        Err(format!(
+            "{:?} on port {} did not answer",
+            self.kind, self.port
+        ))
     }
 
-    /// Kills the server (SIGKILL: whatever it confirmed is in its AOF), keeps it down for
-    /// [`DOWN_FOR`], and starts it again on the same port and files.
-    ///
-    /// # Errors
-    /// When it does not come back.
-    pub fn restart(&mut self) -> Result<(), String> {
-        self.stop();
-        std::thread::sleep(DOWN_FOR);
-        self.launch()
+    fn answers(&self) -> bool {
+        use std::io::{Read as _, Write as _};
+        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        if self.kind == ServerKind::Moto {
+            return true;
+        }
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+        let mut reply = [0u8; 7];
+        stream.write_all(b"PING\r\n").is_ok()
+            && stream.read_exact(&mut reply).is_ok()
+            && &reply == b"+PONG\r\n"
     }
 
-    fn stop(&mut self) {
+    /// Kills the server (SIGKILL: whatever Redis confirmed is in its AOF).
+    pub fn stop(&mut self) {
         if let Some(mut child) = self.process.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -295,20 +420,8 @@ impl RedisServer {
     }
 }
 
-impl Drop for RedisServer {
+impl Drop for OwnServer {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-fn answers_ping(port: u16) -> bool {
-    use std::io::{Read as _, Write as _};
-    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
-    let mut reply = [0u8; 7];
-    stream.write_all(b"PING\r\n").is_ok()
-        && stream.read_exact(&mut reply).is_ok()
-        && &reply == b"+PONG\r\n"
 }

@@ -47,13 +47,25 @@ pub async fn emit_all(
                     }
                     let (message, priority) = message(seq, &mut rng);
                     let result = emitter.emit(&message, priority).await;
-                    sent.lock()
-                        .expect("not poisoned")
-                        .record(seq, message.id(), result.is_ok());
+                    let how = match message.execute_at() {
+                        Some(due) => format!("priority {priority}, due at {due:.3}"),
+                        None => format!("priority {priority}"),
+                    };
+                    sent.lock().expect("not poisoned").record(
+                        seq,
+                        message.id(),
+                        result.is_ok(),
+                        how,
+                    );
                     if let Err(e) = result {
-                        let mut report = report.lock().expect("not poisoned");
-                        report.failed += 1;
-                        report.first_error.get_or_insert_with(|| e.to_string());
+                        {
+                            let mut report = report.lock().expect("not poisoned");
+                            report.failed += 1;
+                            report.first_error.get_or_insert_with(|| e.to_string());
+                        }
+                        // The broker may be restarting: wait a little rather than spend the
+                        // rest of the messages on it.
+                        tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                 }
             })

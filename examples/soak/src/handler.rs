@@ -84,7 +84,7 @@ impl Handler for SoakHandler {
         if self
             .sabotage
             .sabotage_lose_every
-            .is_some_and(|n| handled % n.max(1) == 0)
+            .is_some_and(|n| handled.is_multiple_of(n.max(1)))
         {
             return Ok(true);
         }

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 pub struct Sent {
     ids: Vec<Option<String>>,
     attempted: Vec<String>,
+    how: Vec<String>,
 }
 
 impl Sent {
@@ -20,13 +21,16 @@ impl Sent {
         Sent {
             ids: vec![None; n],
             attempted: vec![String::new(); n],
+            how: vec![String::new(); n],
         }
     }
 
-    /// Records the emit of `seq` as message `id`, and whether it returned Ok.
-    pub fn record(&mut self, seq: u64, id: &str, ok: bool) {
+    /// Records the emit of `seq` as message `id`, whether it returned Ok, and how it was sent
+    /// (its priority and due time), to show if it is lost.
+    pub fn record(&mut self, seq: u64, id: &str, ok: bool, how: String) {
         let at = usize::try_from(seq).expect("a sequence number of this run");
         id.clone_into(&mut self.attempted[at]);
+        self.how[at] = how;
         if ok {
             self.ids[at] = Some(id.to_owned());
         }
@@ -129,6 +133,25 @@ impl Ledger {
             .all(|(seq, id)| id.is_none() || self.handled.contains_key(&(seq as u64)))
     }
 
+    /// Whether message `seq` was handled.
+    pub fn contains(&self, seq: u64) -> bool {
+        self.handled.contains_key(&seq)
+    }
+
+    /// The first `limit` messages emitted with Ok and never handled, each described.
+    pub fn lost(&self, sent: &Sent, limit: usize) -> Vec<String> {
+        sent.ids
+            .iter()
+            .enumerate()
+            .filter(|(seq, id)| id.is_some() && !self.handled.contains_key(&(*seq as u64)))
+            .take(limit)
+            .map(|(seq, id)| {
+                let id = id.as_deref().unwrap_or_default();
+                format!("#{seq} (id {id}, {})", sent.how[seq])
+            })
+            .collect()
+    }
+
     /// How many distinct messages were handled so far.
     pub fn distinct(&self) -> usize {
         self.handled.len()
@@ -173,7 +196,12 @@ mod tests {
         let log = dir.join("handled.log");
         let mut sent = Sent::new(6);
         for seq in 0..6 {
-            sent.record(seq, &format!("id{seq}"), seq != 5);
+            sent.record(
+                seq,
+                &format!("id{seq}"),
+                seq != 5,
+                "priority 100".to_owned(),
+            );
         }
         let lines = [
             log_line(Some(0), "id0", "w1", true),
@@ -189,6 +217,10 @@ mod tests {
         let mut ledger = Ledger::new(&log);
         assert_eq!(ledger.read_new().unwrap(), 8);
         assert!(!ledger.has_all(&sent));
+        assert_eq!(
+            ledger.lost(&sent, 2),
+            ["#2 (id id2, priority 100)", "#3 (id id3, priority 100)"]
+        );
         let counts = ledger.counts(&sent);
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(

@@ -24,6 +24,7 @@ pub mod broker;
 pub mod emit;
 pub mod handler;
 pub mod ledger;
+pub mod outage;
 pub mod payload;
 pub mod pool;
 pub mod run;

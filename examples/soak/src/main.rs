@@ -19,25 +19,30 @@ fn main() -> ExitCode {
                 ExitCode::from(3)
             }
         },
-        None => match runtime.block_on(hermes_soak::run::run(&cli.run)) {
-            Ok(outcome) => {
-                println!("{}", outcome.summary);
-                if let Some(folder) = &outcome.folder {
-                    eprintln!("hermes-soak: the run's files are in {}", folder.display());
-                }
-                if outcome.failures.is_empty() {
-                    ExitCode::SUCCESS
-                } else {
-                    for failure in &outcome.failures {
-                        eprintln!("hermes-soak: FAILED: {failure}");
-                    }
-                    ExitCode::from(1)
-                }
+        Some(Role::Outage(args)) => report(runtime.block_on(hermes_soak::outage::run(&args))),
+        None => report(runtime.block_on(hermes_soak::run::run(&cli.run))),
+    }
+}
+
+fn report(outcome: Result<hermes_soak::run::Outcome, String>) -> ExitCode {
+    match outcome {
+        Ok(outcome) => {
+            println!("{}", outcome.summary);
+            if let Some(folder) = &outcome.folder {
+                eprintln!("hermes-soak: the run's files are in {}", folder.display());
             }
-            Err(e) => {
-                eprintln!("hermes-soak: {e}");
-                ExitCode::from(2)
+            if outcome.failures.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                for failure in &outcome.failures {
+                    eprintln!("hermes-soak: FAILED: {failure}");
+                }
+                ExitCode::from(1)
             }
-        },
+        }
+        Err(e) => {
+            eprintln!("hermes-soak: {e}");
+            ExitCode::from(2)
+        }
     }
 }

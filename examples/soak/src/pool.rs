@@ -60,6 +60,7 @@ pub struct ProcessPool {
     next: u64,
     seed: u64,
     sabotage: Sabotage,
+    error_timeout: Option<Duration>,
     running: Vec<(u64, Child)>,
 }
 
@@ -82,8 +83,15 @@ impl ProcessPool {
             next: 0,
             seed,
             sabotage,
+            error_timeout: None,
             running: Vec::new(),
         }
+    }
+
+    /// Gives the workers' dispatchers this temporary-error timeout.
+    pub fn error_timeout(mut self, timeout: Duration) -> Self {
+        self.error_timeout = Some(timeout);
+        self
     }
 
     fn signal(&self, id: u64, signal: Signal) {
@@ -114,6 +122,12 @@ impl Workers for ProcessPool {
             .arg(&self.log)
             .args(["--seed", &(self.seed ^ id).to_string()])
             .args(self.sabotage.to_args())
+            .args(
+                self.error_timeout
+                    .map(|t| ["--error-timeout".to_owned(), format!("{}ms", t.as_millis())])
+                    .into_iter()
+                    .flatten(),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(output)

@@ -129,9 +129,11 @@ pub async fn run(args: &RunArgs) -> Result<Outcome, String> {
         failures.push("no emit returned Ok".to_owned());
     }
     if counts.lost > 0 {
+        let sent = sent.lock().expect("not poisoned");
         failures.push(format!(
-            "{} messages emitted with Ok were lost",
-            counts.lost
+            "{} messages emitted with Ok were lost: {}",
+            counts.lost,
+            ledger.lost(&sent, 10).join(", ")
         ));
     }
     if counts.corrupt > 0 {
@@ -170,9 +172,14 @@ pub async fn run(args: &RunArgs) -> Result<Outcome, String> {
         .expect("the restarts are done")
         .into_inner()
         .expect("not poisoned");
-    broker.clean_up(&target).await;
     let kept = args.keep || !failures.is_empty();
-    if !kept {
+    if kept {
+        eprintln!(
+            "hermes-soak: the queue {} is kept on the broker",
+            target.queue
+        );
+    } else {
+        broker.clean_up(&target).await;
         let _ = std::fs::remove_dir_all(&folder);
     }
     Ok(Outcome {

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hermes_core::{Dispatcher, Driver, Error, SignalShutdown};
+use hermes_core::{Dispatcher, DispatcherOptions, Driver, Error, SignalShutdown};
 
 use crate::args::WorkerArgs;
 use crate::handler::SoakHandler;
@@ -23,14 +23,20 @@ pub async fn run(args: WorkerArgs) -> Result<(), String> {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(false)
         .init();
     let shutdown = SignalShutdown::install().map_err(|e| e.to_string())?;
     let driver = connect(&Target::of_worker(&args), args.concurrency).await?;
     let handler = SoakHandler::new(&args.log, std::process::id().to_string(), args.seed)
         .map_err(|e| format!("cannot open the log {:?}: {e}", args.log))?
         .sabotaged(args.sabotage);
+    let mut options = DispatcherOptions::default();
+    if let Some(timeout) = args.error_timeout {
+        options.temporary_error_timeout = timeout;
+    }
     let mut dispatcher = Dispatcher::from_arc(driver)
         .with_shutdown(shutdown)
+        .options(options)
         .concurrency(args.concurrency);
     dispatcher.register_handler(SOAK, Arc::new(handler));
     dispatcher.handle(&[]).await.map_err(|e| e.to_string())

@@ -187,6 +187,18 @@ impl Harness for SqsHarness {
         Ok(())
     }
 
+    /// An SQS body is non-empty text of the characters XML allows (carriage returns left out
+    /// too: an XML reader may turn them into line feeds).
+    fn carries_raw(&self, bytes: &[u8]) -> bool {
+        std::str::from_utf8(bytes).is_ok_and(|text| {
+            !text.is_empty()
+                && text.chars().all(|c| {
+                    matches!(c, '\t' | '\n' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}')
+                        || c >= '\u{10000}'
+                })
+        })
+    }
+
     async fn quarantined(&self, queue: &str) -> Result<usize, Error> {
         Ok(count(&client().await, &quarantine_queue(queue)).await)
     }

@@ -24,6 +24,14 @@ pub trait Harness: Send + Sync + 'static {
     /// going through the driver's serializer.
     async fn push_raw(&self, queue: &str, bytes: &[u8]) -> Result<(), Error>;
 
+    /// Whether [`push_raw`](Harness::push_raw) can carry `bytes` unchanged (an SQS body, say,
+    /// is non-empty text without most control characters). Scenarios with random input push
+    /// only what it can. Default: any bytes.
+    fn carries_raw(&self, bytes: &[u8]) -> bool {
+        let _ = bytes;
+        true
+    }
+
     /// How many inputs of the queue called `queue` are in quarantine.
     async fn quarantined(&self, queue: &str) -> Result<usize, Error>;
 
@@ -61,6 +69,10 @@ impl<H: Harness> Harness for DynHarness<H> {
 
     async fn push_raw(&self, queue: &str, bytes: &[u8]) -> Result<(), Error> {
         self.0.push_raw(queue, bytes).await
+    }
+
+    fn carries_raw(&self, bytes: &[u8]) -> bool {
+        self.0.carries_raw(bytes)
     }
 
     async fn quarantined(&self, queue: &str) -> Result<usize, Error> {

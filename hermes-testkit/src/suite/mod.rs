@@ -15,6 +15,7 @@
 //! [`conformance_suite!`]: crate::conformance_suite
 
 mod harness;
+mod raw_fuzz;
 pub mod scenarios;
 
 use std::future::Future;
@@ -164,6 +165,7 @@ macro_rules! conformance_suite {
             late_settle_leaves_the_redelivered_copy,
             busy_instance_does_not_run_others_twice,
             hostile_inputs_are_quarantined,
+            random_raw_inputs_are_delivered_or_quarantined,
         );
     };
     (@tests $harness:expr; $($scenario:ident),* $(,)?) => {

@@ -13,6 +13,7 @@ use hermes_core::{
 use serde_json::json;
 use tokio::time::Instant;
 
+pub use super::raw_fuzz::random_raw_inputs_are_delivered_or_quarantined;
 use super::{Harness, Outcome};
 
 /// The priority of the `-high` queue the scenarios set up.
@@ -21,11 +22,11 @@ pub const HIGH: Priority = 200;
 pub const LOW: Priority = 50;
 
 /// A receive wait long enough for any backend to deliver a message that is there.
-const PATIENCE: Duration = Duration::from_secs(10);
+pub(super) const PATIENCE: Duration = Duration::from_secs(10);
 /// A receive wait for "nothing is there".
 const BRIEF: Duration = Duration::from_millis(1500);
 
-async fn open<H: Harness>(h: &H, queue: &str) -> H::Driver {
+pub(super) async fn open<H: Harness>(h: &H, queue: &str) -> H::Driver {
     h.open(queue)
         .await
         .unwrap_or_else(|e| panic!("opening a driver on {queue}: {e}"))
@@ -47,14 +48,14 @@ async fn open_with_priorities<H: Harness>(h: &H, queue: &str) -> Option<H::Drive
     Some(driver)
 }
 
-fn message(message_type: &str, n: usize) -> Message {
+pub(super) fn message(message_type: &str, n: usize) -> Message {
     Message::builder(message_type)
         .payload(&json!({ "n": n }))
         .build()
         .expect("a valid message")
 }
 
-async fn send(driver: &impl Driver, message: &Message, priority: Priority) {
+pub(super) async fn send(driver: &impl Driver, message: &Message, priority: Priority) {
     driver
         .send(message, priority)
         .await
@@ -78,7 +79,7 @@ async fn expect_one(driver: &impl Driver, priorities: &[Priority]) -> Delivery {
         .unwrap_or_else(|| panic!("no message arrived within {PATIENCE:?}"))
 }
 
-async fn ack(driver: &impl Driver, delivery: &Delivery) {
+pub(super) async fn ack(driver: &impl Driver, delivery: &Delivery) {
     driver.ack(delivery).await.expect("acknowledging");
 }
 

@@ -1,0 +1,67 @@
+//! A broker that takes the TCP connection and then never answers (a frozen or half-started
+//! server): every call fails within its bound with a temporary error instead of hanging, and a
+//! dispatcher on it can still be shut down.
+
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use hermes_core::{DEFAULT_PRIORITY, Dispatcher, Driver, Error, Message};
+use hermes_rabbitmq::{COMMAND_TIMEOUT, RabbitMqDriver, RabbitMqOptions};
+
+/// A loopback port that accepts connections and never writes a byte.
+fn silent_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    port
+}
+
+fn bound() -> Duration {
+    COMMAND_TIMEOUT + Duration::from_secs(2)
+}
+
+async fn within<T>(what: &str, call: impl Future<Output = T>) -> (T, Duration) {
+    let started = Instant::now();
+    let result = tokio::time::timeout(bound() * 3, call)
+        .await
+        .unwrap_or_else(|_| panic!("{what} hung on a broker that never answers"));
+    let took = started.elapsed();
+    assert!(took <= bound(), "{what} took {took:?}");
+    (result, took)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_to_a_silent_broker_fail_within_their_bound() {
+    let url = format!("amqp://guest:guest@127.0.0.1:{}/%2f", silent_port());
+    let driver = RabbitMqDriver::new(&url, "silent", RabbitMqOptions::default()).unwrap();
+    let message = Message::builder("job").build().unwrap();
+
+    let (sent, _) = within("send", driver.send(&message, DEFAULT_PRIORITY)).await;
+    let error = sent.expect_err("nothing was sent");
+    assert!(error.is_temporary(), "{error:?}");
+    assert!(matches!(error, Error::Connection { .. }), "{error:?}");
+    assert!(!error.to_string().contains("guest:guest"), "{error}");
+
+    let (received, _) = within("receive", driver.receive(&[], Duration::from_secs(1))).await;
+    assert!(received.expect_err("nothing was received").is_temporary());
+    let (flushed, _) = within("flush", driver.flush()).await;
+    flushed.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_on_a_silent_broker_still_shuts_down() {
+    let url = format!("amqp://guest:guest@127.0.0.1:{}/%2f", silent_port());
+    let driver = RabbitMqDriver::new(&url, "silent", RabbitMqOptions::default()).unwrap();
+    let dispatcher = Dispatcher::new(driver);
+    let token = dispatcher.cancellation_token();
+    let running = tokio::spawn(async move { dispatcher.handle(&[]).await });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    token.cancel();
+    let (result, _) = within("the shutdown", running).await;
+    result.unwrap().unwrap();
+}
