@@ -3,12 +3,20 @@
 # than the visibility timeout every 5 s, and the broker restarted where the harness can (its own
 # Redis with AOF, RabbitMQ with rabbitmqctl). Fails when a run loses, corrupts or leaves a
 # message, when a worker exits by itself, or when more than 2% of handlings are duplicates.
+# Then stops each broker under a worker (`hermes-soak outage`): a failed emit must return in
+# bounded time, the worker must handle again soon after a short outage and exit with an error
+# after one longer than its temporary-error timeout.
 #
-#   ./scripts/soak.sh                  the size the test command runs (under a minute a driver)
+# RabbitMQ runs twice: with delayed messages and no restarts, then with restarts and no delayed
+# messages. RabbitMQ moves a delayed message between the delay ladder's classic queues by
+# dead-lettering, which it does at most once: a broker stopping at that moment can drop it (see
+# the README).
+#
+#   ./scripts/soak.sh                  the size the test command runs (under a minute a run)
 #   ./scripts/soak.sh --long           the size of the README's table
 #   ./scripts/soak.sh --long fs redis  some drivers only
 #
-# Needs the servers of scripts/services.sh (the test command starts them), and redis-server.
+# Needs redis-server, and the servers of scripts/services.sh (the test command starts them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,16 +29,35 @@ cargo build --quiet -p hermes-soak
 target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 soak="$target/debug/hermes-soak"
 
-for driver in "${drivers[@]}"; do
-  messages=10000 workers=3 concurrency=4 restart=()
-  if [ "$size" = long ]; then messages=20000 workers=4 concurrency=8; fi
-  case $driver in
-    redis | redis-fred) restart=(--broker-restart-every 10s) ;;
-    rabbitmq) restart=(--broker-restart-every 15s) ;;
-    sqs) if [ "$size" = long ]; then messages=2000; else messages=1000; fi ;;
-  esac
-  printf '\n== soak %s: %s messages\n' "$driver" "$messages"
-  "$soak" --driver "$driver" --messages "$messages" --workers "$workers" \
+messages=10000 workers=3 concurrency=4
+if [ "$size" = long ]; then messages=20000 workers=4 concurrency=8; fi
+
+run() { # driver messages [extra arguments]
+  local driver=$1 count=$2
+  shift 2
+  printf '\n== soak %s: %s messages %s\n' "$driver" "$count" "$*"
+  "$soak" --driver "$driver" --messages "$count" --workers "$workers" \
     --concurrency "$concurrency" --kill-every 1.5s --pause-every 5s --visibility 2s \
-    "${restart[@]}" --max-duplicates 2
+    --max-duplicates 2 "$@"
+}
+
+for driver in "${drivers[@]}"; do
+  case $driver in
+    redis | redis-fred) run "$driver" "$messages" --broker-restart-every 10s ;;
+    rabbitmq)
+      run rabbitmq "$messages"
+      run rabbitmq "$messages" --broker-restart-every 10s --delayed-percent 0
+      ;;
+    sqs) run sqs "$([ "$size" = long ] && echo 2000 || echo 1000)" ;;
+    *) run "$driver" "$messages" ;;
+  esac
+done
+
+for driver in "${drivers[@]}"; do
+  case $driver in
+    redis | redis-fred | rabbitmq | sqs)
+      printf '\n== outage %s\n' "$driver"
+      "$soak" outage --driver "$driver"
+      ;;
+  esac
 done

@@ -37,9 +37,9 @@ if [ "$*" = "--workspace" ]; then
   ./examples/rabbitmq/e2e.sh
   ./examples/sqs/e2e.sh
   passed=$((passed + 5))
-  # Every driver under repeated kills, pauses and broker restarts.
+  # Every driver under repeated kills, pauses and broker restarts, and each broker's outages.
   ./scripts/soak.sh
-  passed=$((passed + 6))
+  passed=$((passed + 11))
 fi
 echo
 echo "total: $passed passed, 0 failed"

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
 use hermes_core::{BoxError, Error};
 
 use crate::driver::NAME;
@@ -27,6 +27,43 @@ impl std::error::Error for ClientError {
     }
 }
 
+/// The text of `error` and of each error beneath it, joined with ": ". (The SDK's own context
+/// display adds the whole `Debug` form too, long and saying nothing more.)
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut next = error.source();
+    while let Some(inner) = next {
+        let part = inner.to_string();
+        if !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        next = inner.source();
+    }
+    text
+}
+
+/// The longest one call to SQS may take beyond its long poll: an endpoint that takes the
+/// connection but does not answer fails the call with a temporary
+/// [`Error::Connection`](hermes_core::Error::Connection) after this.
+pub const COMMAND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Runs the SDK call `call` (the operation `operation`, for the error) for at most `limit`;
+/// past that, fails with a temporary [`Error::Connection`]. The call's own result is returned
+/// as it is.
+pub(crate) async fn bounded<T, E>(
+    operation: &'static str,
+    limit: std::time::Duration,
+    call: impl Future<Output = Result<T, E>>,
+) -> Result<Result<T, E>, Error> {
+    tokio::time::timeout(limit, call)
+        .await
+        .map_err(|_| Error::Connection {
+            driver: NAME,
+            source: format!("{operation}: no answer from SQS within {limit:?}").into(),
+        })
+}
+
 /// Service error codes that go away by themselves.
 const TEMPORARY_CODES: [&str; 8] = [
     "RequestThrottled",
@@ -48,7 +85,7 @@ where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     R: fmt::Debug + Send + Sync + 'static,
 {
-    let message = format!("{operation}: {}", DisplayErrorContext(&error));
+    let message = format!("{operation}: {}", chain(&error));
     match &error {
         SdkError::ServiceError(service) => {
             let code = service.err().code().unwrap_or_default();

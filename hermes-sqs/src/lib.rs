@@ -46,6 +46,7 @@ mod send;
 
 pub use config::{MAX_BATCH_SIZE, MAX_DELAY, MAX_WAIT_TIME, SqsOptions};
 pub use driver::SqsDriver;
+pub use error::COMMAND_TIMEOUT;
 pub use names::{
     DELAY_SUFFIX, MAX_QUEUE_NAME_LEN, QUARANTINE_SUFFIX, delay_queue, quarantine_queue,
 };

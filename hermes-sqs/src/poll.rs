@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use crate::MAX_BATCH_SIZE;
 use crate::driver::{Inner, NAME, SqsDriver, lock};
-use crate::error::sdk_error;
+use crate::error::{COMMAND_TIMEOUT, bounded, sdk_error};
 use crate::names::{MAX_QUEUE_NAME_LEN, validate_sqs_queue_name};
 use crate::queue::{QueueInfo, whole_seconds};
 use crate::send::TARGET_ATTRIBUTE;
@@ -116,9 +116,9 @@ impl SqsDriver {
             request = request.visibility_timeout(whole_seconds(visibility));
         }
         let asked = Instant::now();
-        let received = request
-            .send()
-            .await
+        let limit = Duration::from_secs(wait_seconds.unsigned_abs().into()) + COMMAND_TIMEOUT;
+        let received = bounded("ReceiveMessage", limit, request.send())
+            .await?
             .map_err(|e| sdk_error("ReceiveMessage", e))?;
         // SQS claimed the messages somewhere between the request and the answer: a long poll
         // answers as soon as it has some, so count the claim from a second before the answer
@@ -340,12 +340,19 @@ pub(crate) async fn give_back(client: &Client, held: Vec<Held>) -> Result<(), Er
                         .map_err(|e| Error::driver(NAME, e.to_string(), false))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            let result = client
+            let request = client
                 .change_message_visibility_batch()
                 .queue_url(&url)
                 .set_entries(Some(entries))
-                .send()
-                .await;
+                .send();
+            let result =
+                match bounded("ChangeMessageVisibilityBatch", COMMAND_TIMEOUT, request).await {
+                    Ok(result) => result,
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                        continue;
+                    }
+                };
             if let Err(e) = result {
                 first_error.get_or_insert(sdk_error("ChangeMessageVisibilityBatch", e));
             }
@@ -390,7 +397,7 @@ impl SqsDriver {
     async fn forward_long_delays(&self) -> Result<(), Error> {
         let delay = self.resolve(&self.inner.delay_queue).await?;
         for _ in 0..1_000 {
-            let received = self
+            let request = self
                 .inner
                 .client
                 .receive_message()
@@ -398,8 +405,9 @@ impl SqsDriver {
                 .max_number_of_messages(MAX_BATCH_SIZE)
                 .wait_time_seconds(0)
                 .message_attribute_names(TARGET_ATTRIBUTE)
-                .send()
-                .await
+                .send();
+            let received = bounded("ReceiveMessage", COMMAND_TIMEOUT, request)
+                .await?
                 .map_err(|e| sdk_error("ReceiveMessage", e))?;
             let messages = received.messages.unwrap_or_default();
             let full = messages.len() >= MAX_BATCH_SIZE as usize;

@@ -8,7 +8,7 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use hermes_core::Error;
 
 use crate::driver::{NAME, SqsDriver, lock};
-use crate::error::sdk_error;
+use crate::error::{COMMAND_TIMEOUT, bounded, sdk_error};
 
 /// How long the quarantine keeps messages: 14 days, SQS's longest retention.
 const QUARANTINE_RETENTION_SECONDS: &str = "1209600";
@@ -46,7 +46,8 @@ impl SqsDriver {
     pub(crate) async fn create_or_get(&self, name: &str) -> Result<Arc<QueueInfo>, Error> {
         let client = &self.inner.client;
         let quarantine = name == self.inner.quarantine;
-        let url = match client.get_queue_url().queue_name(name).send().await {
+        let found = client.get_queue_url().queue_name(name).send();
+        let url = match bounded("GetQueueUrl", COMMAND_TIMEOUT, found).await? {
             Ok(found) => found.queue_url,
             Err(e)
                 if e.as_service_error()
@@ -57,12 +58,13 @@ impl SqsDriver {
                 } else {
                     self.inner.options.queue_attributes.clone()
                 };
-                client
+                let create = client
                     .create_queue()
                     .queue_name(name)
                     .set_attributes((!attributes.is_empty()).then_some(attributes))
-                    .send()
-                    .await
+                    .send();
+                bounded("CreateQueue", COMMAND_TIMEOUT, create)
+                    .await?
                     .map_err(|e| sdk_error("CreateQueue", e))?
                     .queue_url
             }
@@ -79,12 +81,13 @@ impl SqsDriver {
             Some(visibility) => visibility,
             None if quarantine => SQS_DEFAULT_VISIBILITY,
             None => {
-                let attributes = client
+                let request = client
                     .get_queue_attributes()
                     .queue_url(&url)
                     .attribute_names(QueueAttributeName::VisibilityTimeout)
-                    .send()
-                    .await
+                    .send();
+                let attributes = bounded("GetQueueAttributes", COMMAND_TIMEOUT, request)
+                    .await?
                     .map_err(|e| sdk_error("GetQueueAttributes", e))?;
                 attributes
                     .attributes()
@@ -127,15 +130,14 @@ impl SqsDriver {
     /// Deletes a claimed message; one whose receipt is no longer valid is already gone or
     /// claimed again.
     pub(crate) async fn delete(&self, queue: &QueueInfo, handle: &str) -> Result<(), Error> {
-        match self
+        let request = self
             .inner
             .client
             .delete_message()
             .queue_url(&queue.url)
             .receipt_handle(handle)
-            .send()
-            .await
-        {
+            .send();
+        match bounded("DeleteMessage", COMMAND_TIMEOUT, request).await? {
             Ok(_) => Ok(()),
             Err(e)
                 if e.as_service_error()
@@ -158,16 +160,15 @@ impl SqsDriver {
         handle: &str,
         by: Duration,
     ) -> Result<bool, Error> {
-        match self
+        let request = self
             .inner
             .client
             .change_message_visibility()
             .queue_url(&queue.url)
             .receipt_handle(handle)
             .visibility_timeout(whole_seconds(by))
-            .send()
-            .await
-        {
+            .send();
+        match bounded("ChangeMessageVisibility", COMMAND_TIMEOUT, request).await? {
             Ok(_) => Ok(true),
             Err(e)
                 if e.as_service_error().is_some_and(|e| {

@@ -6,7 +6,7 @@ use hermes_core::{Error, Message};
 
 use crate::MAX_BATCH_SIZE;
 use crate::driver::{NAME, SqsDriver};
-use crate::error::sdk_error;
+use crate::error::{COMMAND_TIMEOUT, bounded, sdk_error};
 use crate::queue::QueueInfo;
 
 /// The message attribute naming the queue a message in the delay queue goes to.
@@ -77,15 +77,17 @@ impl SqsDriver {
             .string_value(&target.name)
             .build()
             .map_err(|e| Error::driver(NAME, e.to_string(), false))?;
-        self.inner
+        let request = self
+            .inner
             .client
             .send_message()
             .queue_url(&delay.url)
             .message_body(body)
             .delay_seconds(hop)
             .message_attributes(TARGET_ATTRIBUTE, destination)
-            .send()
-            .await
+            .send();
+        bounded("SendMessage", COMMAND_TIMEOUT, request)
+            .await?
             .map_err(|e| sdk_error("SendMessage", e))?;
         Ok(())
     }
@@ -110,9 +112,8 @@ impl SqsDriver {
         if delay_seconds > 0 {
             request = request.delay_seconds(delay_seconds);
         }
-        request
-            .send()
-            .await
+        bounded("SendMessage", COMMAND_TIMEOUT, request.send())
+            .await?
             .map_err(|e| sdk_error("SendMessage", e))?;
         Ok(())
     }
@@ -143,14 +144,15 @@ impl SqsDriver {
                     .map_err(|e| Error::driver(NAME, e.to_string(), false))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let output = self
+        let request = self
             .inner
             .client
             .send_message_batch()
             .queue_url(&queue.url)
             .set_entries(Some(entries))
-            .send()
-            .await
+            .send();
+        let output = bounded("SendMessageBatch", COMMAND_TIMEOUT, request)
+            .await?
             .map_err(|e| sdk_error("SendMessageBatch", e))?;
         for (i, (message, body)) in messages.iter().zip(bodies).enumerate() {
             let id = i.to_string();

@@ -118,6 +118,10 @@ pub struct RunArgs {
     /// only on the server the run starts itself (with AOF and `appendfsync always`).
     #[arg(long, value_parser = parse_duration)]
     pub broker_restart_every: Option<Duration>,
+    /// The share of messages, in percent, emitted with a delay of up to 2 s (on RabbitMQ they
+    /// pass through the delay ladder's queues). Default 10.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub delayed_percent: u32,
     /// The seed of the message mix and the fault schedule (random by default; printed).
     #[arg(long)]
     pub seed: Option<u64>,

@@ -1,4 +1,4 @@
-//! Emitting a run's messages: numbered and checksummed, a tenth of them urgent and a tenth
+//! Emitting a run's messages: numbered and checksummed, a tenth of them urgent and a share
 //! delayed by up to 2 s, from a few tasks at once, recording which emits returned Ok.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,10 +25,12 @@ pub struct EmitReport {
     pub first_error: Option<String>,
 }
 
-/// Emits `n` messages through `driver`, recording each in `sent`.
+/// Emits `n` messages through `driver`, `delayed_percent` of them delayed, recording each in
+/// `sent`.
 pub async fn emit_all(
     driver: Arc<dyn Driver>,
     n: u64,
+    delayed_percent: u32,
     seed: u64,
     sent: Arc<Mutex<Sent>>,
 ) -> EmitReport {
@@ -45,7 +47,7 @@ pub async fn emit_all(
                     if seq >= n {
                         break;
                     }
-                    let (message, priority) = message(seq, &mut rng);
+                    let (message, priority) = message(seq, delayed_percent, &mut rng);
                     let result = emitter.emit(&message, priority).await;
                     let how = match message.execute_at() {
                         Some(due) => format!("priority {priority}, due at {due:.3}"),
@@ -80,9 +82,9 @@ pub async fn emit_all(
         .expect("not poisoned")
 }
 
-fn message(seq: u64, rng: &mut StdRng) -> (Message, hermes_core::Priority) {
+fn message(seq: u64, delayed_percent: u32, rng: &mut StdRng) -> (Message, hermes_core::Priority) {
     let mut builder = Message::builder(SOAK).payload(&payload(seq, rng));
-    if rng.random_ratio(1, 10) {
+    if rng.random_ratio(delayed_percent, 100) {
         builder = builder.delay(Duration::from_millis(rng.random_range(100..2000)));
     }
     let priority = if rng.random_ratio(1, 10) {

@@ -191,7 +191,10 @@ async fn outages(
                     "the worker exited with success in an outage: {reason}"
                 ));
             }
-            let status = reason.rsplit(": ").next().unwrap_or(&reason).to_owned();
+            let status = reason
+                .split_once("exited by itself: ")
+                .map_or(reason.as_str(), |(_, status)| status)
+                .to_owned();
             figures.exited = Some((down.elapsed(), format!("{status}, \"{}\"", last.trim())));
             break;
         }

@@ -86,7 +86,13 @@ pub async fn run(args: &RunArgs) -> Result<Outcome, String> {
 
     let started = Instant::now();
     let sent = Arc::new(Mutex::new(Sent::new(messages)));
-    let emitting = tokio::spawn(emit_all(driver.clone(), messages, seed, sent.clone()));
+    let emitting = tokio::spawn(emit_all(
+        driver.clone(),
+        messages,
+        args.delayed_percent,
+        seed,
+        sent.clone(),
+    ));
     let mut failures = Vec::new();
     let faults = soak(
         args,
