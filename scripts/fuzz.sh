@@ -25,4 +25,4 @@ printf '\n== fuzzing the decoder for %s s\n' "$seconds"
 
 printf '\n== random raw inputs on every driver, %s s each\n' "$seconds"
 HERMES_FUZZ_SECONDS=$seconds HERMES_TEST_STRICT=1 \
-  ./scripts/test.sh --workspace random_raw_inputs_are_delivered_or_quarantined
+  ./scripts/test.sh --workspace random_raw_inputs_are_delivered_or_quarantined -- --nocapture

@@ -2,24 +2,11 @@
 //! server): every call fails within its bound with a temporary error instead of hanging, and a
 //! dispatcher on it can still be shut down.
 
-use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use hermes_core::{DEFAULT_PRIORITY, Dispatcher, Driver, Error, Message};
 use hermes_rabbitmq::{COMMAND_TIMEOUT, RabbitMqDriver, RabbitMqOptions};
-
-/// A loopback port that accepts connections and never writes a byte.
-fn silent_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for stream in listener.incoming().flatten() {
-            held.push(stream);
-        }
-    });
-    port
-}
+use hermes_testkit::silent_port;
 
 fn bound() -> Duration {
     COMMAND_TIMEOUT + Duration::from_secs(2)

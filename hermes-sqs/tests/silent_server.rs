@@ -1,25 +1,12 @@
 //! An SQS endpoint that takes the TCP connection and then never answers: every call fails within
 //! its bound with a temporary error instead of hanging.
 
-use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use hermes_core::{DEFAULT_PRIORITY, Driver, Message};
 use hermes_sqs::aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
 use hermes_sqs::{COMMAND_TIMEOUT, SqsDriver, SqsOptions, aws_sdk_sqs};
-
-/// A loopback port that accepts connections and never writes a byte.
-fn silent_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for stream in listener.incoming().flatten() {
-            held.push(stream);
-        }
-    });
-    port
-}
+use hermes_testkit::silent_port;
 
 async fn silent_client() -> aws_sdk_sqs::Client {
     let config = aws_config::defaults(BehaviorVersion::latest())

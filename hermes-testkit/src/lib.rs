@@ -27,9 +27,11 @@ mod logs;
 mod memory;
 mod memory_harness;
 mod recorder;
+mod silent;
 pub mod suite;
 
 pub use logs::LogCapture;
 pub use memory::{MemoryDriver, MemoryOptions};
 pub use memory_harness::MemoryHarness;
 pub use recorder::{Handled, recording_handler};
+pub use silent::silent_port;

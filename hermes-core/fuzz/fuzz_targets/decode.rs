@@ -1,6 +1,8 @@
 //! Any bytes given to the decoder: it never panics or hangs; a refusal is short and measures
-//! the input rather than quoting it; a message it accepts and `check` passes encodes again to
-//! bytes that decode to the same message.
+//! the input rather than quoting it; a message it accepts and `check` passes encodes to bytes
+//! that decode to the same id and type and encode to the same bytes again. (Not always to the
+//! same payload value: as PHP's `json_encode`, the encoder writes a whole float such as 2.0 as
+//! `2`, which reads back as an integer.)
 
 #![no_main]
 
@@ -15,7 +17,8 @@ fuzz_target!(|bytes: &[u8]| {
                 let back = JsonSerializer.deserialize(&again).expect("decoding our own bytes");
                 assert_eq!(back.id(), message.id());
                 assert_eq!(back.message_type(), message.message_type());
-                assert_eq!(back.payload(), message.payload());
+                let third = JsonSerializer.serialize(&back).expect("re-encoding");
+                assert_eq!(third, again, "the encoding is stable after one round");
             }
         }
         Err(error) => {
