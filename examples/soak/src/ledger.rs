@@ -143,7 +143,10 @@ impl Ledger {
         sent.ids
             .iter()
             .enumerate()
-            .filter(|(seq, id)| id.is_some() && !self.handled.contains_key(&(*seq as u64)))
+            .filter(|(seq, id)| {
+                // Handled means handled as the message emitted, with its id.
+                id.is_some() && self.ids.get(&(*seq as u64)) != id.as_ref()
+            })
             .take(limit)
             .map(|(seq, id)| {
                 let id = id.as_deref().unwrap_or_default();
