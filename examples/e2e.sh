@@ -34,10 +34,10 @@ cleanup() {
   fi
   if [ "$example" = rabbitmq ] && command -v rabbitmqctl >/dev/null; then
     rabbitmqctl -q list_queues name 2>/dev/null | grep "^$HERMES_RABBITMQ_QUEUE" |
-      while read -r name; do rabbitmqctl -q delete_queue "$name" >/dev/null 2>&1 || true; done
+      while read -r name; do rabbitmqctl -q delete_queue "$name" </dev/null >/dev/null 2>&1 || true; done
     # The delay ladder's exchanges.
     rabbitmqctl -q list_exchanges name 2>/dev/null | grep "^$HERMES_RABBITMQ_QUEUE" |
-      while read -r name; do rabbitmqctl -q eval "rabbit_exchange:delete(rabbit_misc:r(<<\"/\">>, exchange, <<\"$name\">>), false, <<\"e2e\">>)." >/dev/null 2>&1 || true; done
+      while read -r name; do rabbitmqctl -q eval "rabbit_exchange:delete(rabbit_misc:r(<<\"/\">>, exchange, <<\"$name\">>), false, <<\"e2e\">>)." </dev/null >/dev/null 2>&1 || true; done
   fi
   if [ "$example" = sqs ]; then
     # The local SQS server takes unsigned requests; only the service in the credential scope counts.
