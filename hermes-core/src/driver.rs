@@ -232,7 +232,15 @@ impl Receipt {
 
     /// The token as a `T`, or [`Error::InvalidDelivery`] naming `driver` when the delivery came
     /// from another kind of driver.
-    pub fn expect<T: Any>(&self, driver: &'static str) -> Result<&T, Error> {
+    ///
+    /// ```
+    /// use hermes_core::Receipt;
+    ///
+    /// let receipt = Receipt::new(7_u64);
+    /// assert_eq!(receipt.downcast::<u64>("memory").unwrap(), &7);
+    /// assert!(receipt.downcast::<String>("memory").is_err());
+    /// ```
+    pub fn downcast<T: Any>(&self, driver: &'static str) -> Result<&T, Error> {
         self.get().ok_or_else(|| {
             Error::InvalidDelivery(format!(
                 "the delivery was not produced by a {driver} driver"

@@ -433,13 +433,13 @@ impl Driver for FileSystemDriver {
     }
 
     async fn ack(&self, delivery: &Delivery) -> Result<(), Error> {
-        let receipt = delivery.receipt().expect::<FsReceipt>(NAME)?;
+        let receipt = delivery.receipt().downcast::<FsReceipt>(NAME)?;
         let claimed = receipt.claimed.lock().unwrap_or_else(|e| e.into_inner());
         receipt.queue.delete(&claimed)
     }
 
     async fn nack(&self, delivery: &Delivery) -> Result<(), Error> {
-        let receipt = delivery.receipt().expect::<FsReceipt>(NAME)?;
+        let receipt = delivery.receipt().downcast::<FsReceipt>(NAME)?;
         let claimed = receipt.claimed.lock().unwrap_or_else(|e| e.into_inner());
         if receipt.queue.give_back(&claimed, &receipt.file)? {
             self.inner.wake.notify_waiters();
@@ -452,7 +452,7 @@ impl Driver for FileSystemDriver {
         if visibility.is_zero() {
             return Ok(());
         }
-        let receipt = delivery.receipt().expect::<FsReceipt>(NAME)?;
+        let receipt = delivery.receipt().downcast::<FsReceipt>(NAME)?;
         let mut claimed = receipt.claimed.lock().unwrap_or_else(|e| e.into_inner());
         // A claim expires at claim time + visibility timeout.
         let claim_time = unix_now() + by.as_secs_f64() - visibility.as_secs_f64();

@@ -444,7 +444,7 @@ impl RabbitMqDriver {
         delivery: &Delivery,
         settle: impl AsyncFnOnce(&Acker) -> Result<(), lapin::Error>,
     ) -> Result<(), Error> {
-        let receipt = delivery.receipt().expect::<RabbitReceipt>(NAME)?;
+        let receipt = delivery.receipt().downcast::<RabbitReceipt>(NAME)?;
         let result = tokio::time::timeout(COMMAND_TIMEOUT, settle(&receipt.acker)).await;
         if result.is_err() {
             receipt.session.give_up();

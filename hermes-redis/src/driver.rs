@@ -555,7 +555,7 @@ impl Driver for RedisSetDriver {
     }
 
     async fn ack(&self, delivery: &Delivery) -> Result<(), Error> {
-        let RedisReceipt(taken) = delivery.receipt().expect::<RedisReceipt>(self.name())?;
+        let RedisReceipt(taken) = delivery.receipt().downcast::<RedisReceipt>(self.name())?;
         if !taken.claimed {
             return Ok(());
         }
@@ -574,12 +574,12 @@ impl Driver for RedisSetDriver {
     }
 
     async fn nack(&self, delivery: &Delivery) -> Result<(), Error> {
-        let RedisReceipt(taken) = delivery.receipt().expect::<RedisReceipt>(self.name())?;
+        let RedisReceipt(taken) = delivery.receipt().downcast::<RedisReceipt>(self.name())?;
         self.give_back(taken).await
     }
 
     async fn extend(&self, delivery: &Delivery, by: Duration) -> Result<(), Error> {
-        let RedisReceipt(taken) = delivery.receipt().expect::<RedisReceipt>(self.name())?;
+        let RedisReceipt(taken) = delivery.receipt().downcast::<RedisReceipt>(self.name())?;
         if !taken.claimed {
             return Ok(());
         }

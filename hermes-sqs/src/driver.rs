@@ -362,7 +362,7 @@ impl Driver for SqsDriver {
     /// Deletes the message, while its claim lasts. Past its lease the message may be another
     /// worker's already (SQS may still accept the old receipt), so it is left to run again.
     async fn ack(&self, delivery: &Delivery) -> Result<(), Error> {
-        let receipt = delivery.receipt().expect::<SqsReceipt>(NAME)?;
+        let receipt = delivery.receipt().downcast::<SqsReceipt>(NAME)?;
         if !receipt.holds() {
             tracing::warn!(
                 queue = %receipt.queue.name,
@@ -377,7 +377,7 @@ impl Driver for SqsDriver {
     /// Makes the message visible again at once, while its claim lasts (past it, the message
     /// is visible by itself, or another worker's).
     async fn nack(&self, delivery: &Delivery) -> Result<(), Error> {
-        let receipt = delivery.receipt().expect::<SqsReceipt>(NAME)?;
+        let receipt = delivery.receipt().downcast::<SqsReceipt>(NAME)?;
         if !receipt.holds() {
             return Ok(());
         }
@@ -388,7 +388,7 @@ impl Driver for SqsDriver {
     }
 
     async fn extend(&self, delivery: &Delivery, by: Duration) -> Result<(), Error> {
-        let receipt = delivery.receipt().expect::<SqsReceipt>(NAME)?;
+        let receipt = delivery.receipt().downcast::<SqsReceipt>(NAME)?;
         let asked = Instant::now();
         if receipt.holds()
             && self

@@ -406,7 +406,7 @@ impl Driver for MemoryDriver {
     }
 
     async fn ack(&self, delivery: &Delivery) -> Result<(), Error> {
-        let LeaseId(id) = *delivery.receipt().expect::<LeaseId>(NAME)?;
+        let LeaseId(id) = *delivery.receipt().downcast::<LeaseId>(NAME)?;
         let mut state = self.lock();
         if let Some(lease) = state.in_flight.remove(&id) {
             state.deadlines.remove(&(lease.deadline, id));
@@ -415,7 +415,7 @@ impl Driver for MemoryDriver {
     }
 
     async fn nack(&self, delivery: &Delivery) -> Result<(), Error> {
-        let LeaseId(id) = *delivery.receipt().expect::<LeaseId>(NAME)?;
+        let LeaseId(id) = *delivery.receipt().downcast::<LeaseId>(NAME)?;
         let mut state = self.lock();
         if let Some(lease) = state.in_flight.remove(&id) {
             state.deadlines.remove(&(lease.deadline, id));
@@ -427,7 +427,7 @@ impl Driver for MemoryDriver {
     }
 
     async fn extend(&self, delivery: &Delivery, by: Duration) -> Result<(), Error> {
-        let LeaseId(id) = *delivery.receipt().expect::<LeaseId>(NAME)?;
+        let LeaseId(id) = *delivery.receipt().downcast::<LeaseId>(NAME)?;
         let mut state = self.lock();
         let state = &mut *state;
         let Some(lease) = state.in_flight.get_mut(&id) else {

@@ -183,3 +183,50 @@ macro_rules! conformance_suite {
         )*
     };
 }
+
+#[cfg(test)]
+mod tests {
+    /// The names in `conformance_suite!`'s list.
+    fn listed(source: &str) -> Vec<String> {
+        let start =
+            source.find("(@tests $harness;").expect("the macro's list") + "(@tests $harness;".len();
+        let end = start + source[start..].find(");").expect("the list's end");
+        source[start..end]
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|name| !name.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The scenario functions a source file defines: `pub async fn <name><H: Harness>`.
+    fn defined(source: &str) -> Vec<String> {
+        source
+            .lines()
+            .filter_map(|line| line.strip_prefix("pub async fn "))
+            .filter_map(|rest| rest.split_once("<H: Harness>"))
+            .map(|(name, _)| name.to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn the_suite_runs_every_scenario_there_is() {
+        let listed = listed(include_str!("mod.rs"));
+        let defined: Vec<String> = [include_str!("scenarios.rs"), include_str!("raw_fuzz.rs")]
+            .iter()
+            .flat_map(|source| defined(source))
+            .collect();
+        assert!(defined.len() > 20, "found only {defined:?}");
+        for name in &defined {
+            assert!(
+                listed.contains(name),
+                "the scenario {name} is not in conformance_suite!'s list"
+            );
+        }
+        for name in &listed {
+            assert!(
+                defined.contains(name),
+                "{name} in the list is not a scenario"
+            );
+        }
+    }
+}
