@@ -46,6 +46,7 @@ mod priorities;
 mod retry;
 mod serializer;
 mod shutdown;
+pub mod task;
 pub mod time;
 
 pub use dispatcher::{Dispatcher, DispatcherOptions};

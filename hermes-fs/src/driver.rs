@@ -387,9 +387,7 @@ impl Driver for FileSystemDriver {
         queue.ensure_created()?;
         let file = if self.inner.options.durable {
             let queue = queue.clone();
-            tokio::task::spawn_blocking(move || queue.write(&body, due, true))
-                .await
-                .map_err(|e| Error::driver(NAME, format!("the write task failed: {e}"), true))??
+            hermes_core::task::detached_blocking(move || queue.write(&body, due, true)).await?
         } else {
             queue.write(&body, due, false)?
         };

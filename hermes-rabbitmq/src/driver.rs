@@ -285,9 +285,8 @@ impl RabbitMqDriver {
         }
         let driver = self.clone();
         let session = session.clone();
-        tokio::spawn(async move { driver.start_consumers(&session, wanted).await })
+        hermes_core::task::detached(async move { driver.start_consumers(&session, wanted).await })
             .await
-            .map_err(|e| Error::driver(NAME, format!("starting consumers: {e}"), true))?
     }
 
     async fn start_consumers(

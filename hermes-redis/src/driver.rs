@@ -260,11 +260,7 @@ impl RedisSetDriver {
         }
         let driver = self.clone();
         let priorities = priorities.to_vec();
-        tokio::spawn(async move { driver.claim(&priorities).await })
-            .await
-            .map_err(|e| {
-                Error::driver(self.inner.client.name(), format!("claim task: {e}"), true)
-            })?
+        hermes_core::task::detached(async move { driver.claim(&priorities).await }).await
     }
 
     async fn claim(&self, priorities: &[Priority]) -> Result<usize, Error> {

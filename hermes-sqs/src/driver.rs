@@ -323,8 +323,7 @@ impl Driver for SqsDriver {
                     return found.map(Some);
                 }
                 if let Some(poll) = self.start_poll(name, 0, false) {
-                    poll.await
-                        .map_err(|e| Error::driver(NAME, format!("poll task: {e}"), true))??;
+                    hermes_core::task::join(poll).await?;
                     if let Some(found) = self.take(*priority, name).await {
                         return found.map(Some);
                     }
