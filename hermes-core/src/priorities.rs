@@ -12,6 +12,15 @@ pub struct PriorityQueues<Q> {
     queues: RwLock<BTreeMap<Priority, Q>>,
 }
 
+/// An independent copy: queues set up on one later do not show in the other.
+impl<Q: Clone> Clone for PriorityQueues<Q> {
+    fn clone(&self) -> Self {
+        PriorityQueues {
+            queues: RwLock::new(self.read().clone()),
+        }
+    }
+}
+
 impl<Q> Default for PriorityQueues<Q> {
     fn default() -> Self {
         PriorityQueues {

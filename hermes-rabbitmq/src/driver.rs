@@ -178,17 +178,56 @@ impl RabbitMqDriver {
                  delayed message out of the delay queues before it is due",
             ));
         }
-        Ok(RabbitMqDriver {
+        let queues = PriorityQueues::with(DEFAULT_PRIORITY, queue.to_owned());
+        Ok(RabbitMqDriver::build(
+            url,
+            queue,
+            options,
+            Arc::new(JsonSerializer),
+            queues,
+        ))
+    }
+
+    fn build(
+        url: &str,
+        queue: &str,
+        options: RabbitMqOptions,
+        serializer: Arc<dyn Serializer>,
+        queues: PriorityQueues<String>,
+    ) -> Self {
+        RabbitMqDriver {
             inner: Arc::new(Inner {
                 url: url.to_owned(),
                 queue: queue.to_owned(),
                 options,
-                serializer: Arc::new(JsonSerializer),
-                queues: PriorityQueues::with(DEFAULT_PRIORITY, queue.to_owned()),
+                serializer,
+                queues,
                 session: tokio::sync::Mutex::new(None),
                 buffer: Buffer::default(),
             }),
-        })
+        }
+    }
+
+    /// The same queues with `serializer` instead of [`JsonSerializer`], as a new instance (with
+    /// a connection of its own). A PHP process sharing the queue reads only Hermes' JSON.
+    ///
+    /// ```
+    /// use hermes_core::JsonSerializer;
+    /// use hermes_rabbitmq::{RabbitMqDriver, RabbitMqOptions};
+    ///
+    /// let driver = RabbitMqDriver::new("amqp://127.0.0.1:5672/%2f", "hermes", RabbitMqOptions::default())?
+    ///     .with_serializer(JsonSerializer);
+    /// # Ok::<(), hermes_core::Error>(())
+    /// ```
+    #[must_use]
+    pub fn with_serializer(self, serializer: impl Serializer) -> Self {
+        RabbitMqDriver::build(
+            &self.inner.url,
+            &self.inner.queue,
+            self.inner.options.clone(),
+            Arc::new(serializer),
+            self.inner.queues.clone(),
+        )
     }
 
     /// The queue holding undecodable messages.

@@ -143,3 +143,16 @@ async fn message_properties_are_published_and_a_set_delivery_mode_wins() {
         RabbitHarness.cleanup(&queue).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_serializer_given_is_used() {
+    let queue = unique_queue_name("serializer");
+    let plain = RabbitHarness.open(&queue).await.unwrap();
+    let tagged = RabbitHarness
+        .open(&queue)
+        .await
+        .unwrap()
+        .with_serializer(hermes_testkit::TaggedSerializer);
+    hermes_testkit::check_serializer_is_used(&plain, &tagged).await;
+    RabbitHarness.cleanup(&queue).await;
+}

@@ -143,12 +143,28 @@ impl RedisSetDriver {
     ) -> Result<Self, Error> {
         let keys = Keys::new(&options)?;
         let sets = PriorityQueues::with(DEFAULT_PRIORITY, keys.default_set.clone());
-        Ok(RedisSetDriver {
+        Ok(RedisSetDriver::build(
+            client,
+            keys,
+            options,
+            Arc::new(JsonSerializer),
+            sets,
+        ))
+    }
+
+    fn build(
+        client: Arc<dyn RedisClient>,
+        keys: Keys,
+        options: RedisOptions,
+        serializer: Arc<dyn Serializer>,
+        sets: PriorityQueues<String>,
+    ) -> Self {
+        RedisSetDriver {
             inner: Arc::new(Inner {
                 client,
                 keys,
                 options,
-                serializer: Arc::new(JsonSerializer),
+                serializer,
                 sets,
                 buffer: Mutex::default(),
                 fetching: tokio::sync::Mutex::new(()),
@@ -156,7 +172,32 @@ impl RedisSetDriver {
                 flush_scheduled: AtomicBool::new(false),
                 sweeper: AtomicBool::new(false),
             }),
-        })
+        }
+    }
+
+    /// The same queues, on the same connection, with `serializer` instead of
+    /// [`JsonSerializer`], as a new instance. A PHP process sharing the queue reads only
+    /// Hermes' JSON.
+    ///
+    /// ```no_run
+    /// # async fn example() -> Result<(), hermes_core::Error> {
+    /// use hermes_core::JsonSerializer;
+    /// use hermes_redis::{RedisOptions, RedisSetDriver};
+    ///
+    /// let driver = RedisSetDriver::connect_redis("redis://127.0.0.1:6379", RedisOptions::default())
+    ///     .await?
+    ///     .with_serializer(JsonSerializer);
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn with_serializer(self, serializer: impl Serializer) -> Self {
+        RedisSetDriver::build(
+            self.inner.client.clone(),
+            self.inner.keys.clone(),
+            self.inner.options.clone(),
+            Arc::new(serializer),
+            self.inner.sets.clone(),
+        )
     }
 
     /// The client, to share with a [`RedisShutdown`](crate::RedisShutdown).

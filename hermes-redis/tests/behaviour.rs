@@ -324,3 +324,18 @@ async fn scripts_are_loaded_again_after_the_script_cache_is_flushed() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_serializer_given_is_used() {
+    for setup in [Setup::REDIS_RS, Setup::FRED] {
+        let queue = unique_queue_name("serializer");
+        let plain = setup.connect(setup.options(&queue)).await.unwrap();
+        let tagged = setup
+            .connect(setup.options(&queue))
+            .await
+            .unwrap()
+            .with_serializer(hermes_testkit::TaggedSerializer);
+        hermes_testkit::check_serializer_is_used(&plain, &tagged).await;
+        cleanup(&queue).await;
+    }
+}

@@ -176,16 +176,12 @@ impl SqsDriver {
     /// The same queues with `serializer` instead of [`JsonSerializer`], as a new instance.
     #[must_use]
     pub fn with_serializer(self, serializer: impl Serializer) -> Self {
-        let queues = PriorityQueues::default();
-        for (priority, name) in self.inner.queues.all() {
-            queues.insert(priority, name);
-        }
         SqsDriver::build(
             self.inner.client.clone(),
             &self.inner.queue,
             self.inner.options.clone(),
             Arc::new(serializer),
-            queues,
+            self.inner.queues.clone(),
         )
     }
 

@@ -27,6 +27,7 @@ mod logs;
 mod memory;
 mod memory_harness;
 mod recorder;
+mod serializer_check;
 mod silent;
 pub mod suite;
 
@@ -34,4 +35,5 @@ pub use logs::LogCapture;
 pub use memory::{MemoryDriver, MemoryOptions};
 pub use memory_harness::MemoryHarness;
 pub use recorder::{Handled, recording_handler};
+pub use serializer_check::{TaggedSerializer, check_serializer_is_used};
 pub use silent::silent_port;
