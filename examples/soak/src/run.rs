@@ -94,7 +94,7 @@ pub async fn run(args: &RunArgs) -> Result<Outcome, String> {
         sent.clone(),
     ));
     let mut failures = Vec::new();
-    let faults = soak(
+    let (faults, mut ledger) = soak(
         args,
         seed,
         &mut *pool,
@@ -121,7 +121,6 @@ pub async fn run(args: &RunArgs) -> Result<Outcome, String> {
     let leftovers = drain_leftovers(&*driver).await;
     let wall = started.elapsed();
 
-    let mut ledger = Ledger::new(&log);
     ledger
         .read_new()
         .map_err(|e| format!("cannot read the log: {e}"))?;
@@ -226,6 +225,7 @@ impl Every {
 
 /// Handles under faults until every message emitted with Ok was handled and nothing new was
 /// handled for longer than a claim lasts, or until nothing is handled for the stall timeout.
+/// Returns the faults done and the ledger of the log as read so far.
 #[allow(clippy::too_many_arguments)]
 async fn soak(
     args: &RunArgs,
@@ -236,7 +236,7 @@ async fn soak(
     sent: &Arc<Mutex<Sent>>,
     emitting: &tokio::task::JoinHandle<crate::emit::EmitReport>,
     failures: &mut Vec<String>,
-) -> Faults {
+) -> (Faults, Ledger) {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut faults = Faults::default();
     let mut kills = Every::new(Some(args.kill_every), &mut rng);
@@ -342,7 +342,7 @@ async fn soak(
     {
         failures.push(format!("the broker restart failed: {e}"));
     }
-    faults
+    (faults, ledger)
 }
 
 /// Receives until the queue stays empty, acknowledging what it finds; returns how many.

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hermes_core::{Dispatcher, DispatcherOptions, Driver, Error, SignalShutdown};
+use hermes_core::{Dispatcher, DispatcherOptions, Driver, SignalShutdown};
 
 use crate::args::WorkerArgs;
 use crate::handler::SoakHandler;
@@ -49,14 +49,10 @@ async fn connect(target: &Target, concurrency: usize) -> Result<Arc<dyn Driver>,
     loop {
         match target.connect(concurrency).await {
             Ok(driver) => return Ok(driver),
-            Err(e) if is_retried(&e) && started.elapsed() < CONNECT_FOR => {
+            Err(e) if e.is_temporary() && started.elapsed() < CONNECT_FOR => {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
             Err(e) => return Err(e.to_string()),
         }
     }
-}
-
-fn is_retried(error: &Error) -> bool {
-    error.is_temporary()
 }
