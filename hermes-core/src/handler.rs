@@ -3,6 +3,8 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
@@ -34,6 +36,38 @@ pub trait Handler: Send + Sync + 'static {
     fn name(&self) -> Cow<'static, str> {
         Cow::Borrowed(std::any::type_name::<Self>())
     }
+
+    /// How long one run may take before its future is dropped and it counts as failed (see
+    /// [`DispatcherOptions::time_limit`](crate::DispatcherOptions::time_limit), which applies
+    /// when this is `None`, the default).
+    fn time_limit(&self) -> Option<Duration> {
+        None
+    }
+}
+
+/// What [`Dispatcher::register_handler`](crate::Dispatcher::register_handler) takes: a
+/// [`Handler`], an `Arc` of one, or an `Arc<dyn Handler>`.
+pub trait IntoHandler {
+    /// The shared handler.
+    fn into_handler(self) -> Arc<dyn Handler>;
+}
+
+impl<H: Handler> IntoHandler for H {
+    fn into_handler(self) -> Arc<dyn Handler> {
+        Arc::new(self)
+    }
+}
+
+impl<H: Handler> IntoHandler for Arc<H> {
+    fn into_handler(self) -> Arc<dyn Handler> {
+        self
+    }
+}
+
+impl IntoHandler for Arc<dyn Handler> {
+    fn into_handler(self) -> Arc<dyn Handler> {
+        self
+    }
 }
 
 /// Why a handler failed: any error, or a plain message.
@@ -56,6 +90,12 @@ impl HandlerError {
 impl<E: std::error::Error + Send + Sync + 'static> From<E> for HandlerError {
     fn from(error: E) -> Self {
         HandlerError(Box::new(error))
+    }
+}
+
+impl From<HandlerError> for crate::BoxError {
+    fn from(error: HandlerError) -> Self {
+        error.0
     }
 }
 
@@ -94,6 +134,7 @@ where
         f,
         name: Cow::Borrowed("closure"),
         retry: None,
+        time_limit: None,
     }
 }
 
@@ -102,6 +143,7 @@ pub struct FnHandler<F> {
     f: F,
     name: Cow<'static, str>,
     retry: Option<RetryPolicy>,
+    time_limit: Option<Duration>,
 }
 
 impl<F> FnHandler<F> {
@@ -116,6 +158,12 @@ impl<F> FnHandler<F> {
         self.retry = Some(policy);
         self
     }
+
+    /// Limits each run to `limit` (see [`Handler::time_limit`]).
+    pub fn with_time_limit(mut self, limit: Duration) -> Self {
+        self.time_limit = Some(limit);
+        self
+    }
 }
 
 impl<F> fmt::Debug for FnHandler<F> {
@@ -123,6 +171,7 @@ impl<F> fmt::Debug for FnHandler<F> {
         f.debug_struct("FnHandler")
             .field("name", &self.name)
             .field("retry", &self.retry)
+            .field("time_limit", &self.time_limit)
             .finish_non_exhaustive()
     }
 }
@@ -143,6 +192,10 @@ where
 
     fn name(&self) -> Cow<'static, str> {
         self.name.clone()
+    }
+
+    fn time_limit(&self) -> Option<Duration> {
+        self.time_limit
     }
 }
 

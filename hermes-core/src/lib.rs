@@ -36,11 +36,15 @@
 //! # Ok(()) }
 //! ```
 
+mod context;
 mod dispatcher;
 mod driver;
 mod emitter;
 mod error;
 mod handler;
+mod job;
+mod job_emit;
+mod job_handler;
 mod message;
 mod priorities;
 mod retry;
@@ -49,13 +53,17 @@ mod shutdown;
 pub mod task;
 pub mod time;
 
-pub use dispatcher::{Dispatcher, DispatcherOptions};
+pub use context::JobContext;
+pub use dispatcher::{Dispatcher, DispatcherOptions, HandlerOutcome, HandlerRun, Report};
 pub use driver::{
     Capabilities, DEFAULT_PRIORITY, Delivery, Driver, Priority, Receipt, validate_queue_name,
 };
 pub use emitter::Emitter;
 pub use error::{BoxError, DecodeError, EXCERPT_LIMIT, Error, excerpt};
-pub use handler::{EchoHandler, FnHandler, Handler, HandlerError, handler_fn};
+pub use handler::{EchoHandler, FnHandler, Handler, HandlerError, IntoHandler, handler_fn};
+pub use job::Job;
+pub use job_emit::JobEmit;
+pub use job_handler::JobHandler;
 pub use message::{LATEST_DUE, Message, MessageBuilder};
 pub use priorities::PriorityQueues;
 pub use retry::RetryPolicy;

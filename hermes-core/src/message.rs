@@ -33,7 +33,10 @@ pub const LATEST_DUE: f64 = 253_402_300_799.0;
 /// assert!(message.execute_at().unwrap() > message.created());
 /// # Ok::<(), hermes_core::Error>(())
 /// ```
-#[derive(Debug, Clone, PartialEq)]
+///
+/// Its `Debug` output leaves the payload out (payloads carry personal data): it shows only
+/// whether there is one and its size.
+#[derive(Clone, PartialEq)]
 pub struct Message {
     id: String,
     message_type: String,
@@ -88,14 +91,13 @@ impl Message {
     /// the mismatch (a missing field, a wrong type) but does not quote payload strings.
     pub fn payload_as<T: DeserializeOwned>(&self) -> Result<T, Error> {
         let result = match &self.payload {
-            Some(value) => T::deserialize(value),
-            None => T::deserialize(&Value::Null),
+            Some(value) => from_value(value),
+            None => from_value(&Value::Null),
         };
-        result.map_err(|e| {
+        result.map_err(|reason| {
             Error::InvalidMessage(format!(
-                "payload is not a {}: {}",
-                std::any::type_name::<T>(),
-                redact_quoted(&e.to_string())
+                "payload is not a {}: {reason}",
+                std::any::type_name::<T>()
             ))
         })
     }
@@ -176,6 +178,24 @@ impl Message {
             execute_at,
             retries,
         }
+    }
+}
+
+impl std::fmt::Debug for Message {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let payload = self.payload.as_ref().map(|value| match value {
+            Value::Object(map) => format!("<object of {} keys>", map.len()),
+            Value::Array(items) => format!("<array of {} items>", items.len()),
+            _ => "<value>".to_owned(),
+        });
+        f.debug_struct("Message")
+            .field("id", &self.id)
+            .field("message_type", &self.message_type)
+            .field("payload", &payload)
+            .field("created", &self.created)
+            .field("execute_at", &self.execute_at)
+            .field("retries", &self.retries)
+            .finish()
     }
 }
 
@@ -267,18 +287,82 @@ fn is_container(value: &Value) -> bool {
     value.is_object() || value.is_array()
 }
 
-/// Replaces every double-quoted part of a serde error text, which may quote payload data, by `"…"`.
-fn redact_quoted(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut inside = false;
-    for c in text.chars() {
-        if c == '"' {
-            if !inside {
-                out.push_str("\"…\"");
+/// Deserializes `value` as a `T`. The error text names the path of the field that did not fit
+/// and what was expected (``to: invalid type: string "…", expected u32``), with every quoted
+/// part, which may be payload data, replaced by `"…"`.
+pub(crate) fn from_value<T: DeserializeOwned>(value: &Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let reason = redact_quoted(&e.inner().to_string());
+        let path = field_path(e.path());
+        if path.is_empty() {
+            reason
+        } else {
+            format!("{path}: {reason}")
+        }
+    })
+}
+
+/// The path as `a.b[2].c`. A map key is data rather than a field name unless it looks like an
+/// identifier, so any other key shows as `?`.
+fn field_path(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut out = String::new();
+    for segment in path.iter() {
+        match segment {
+            Segment::Seq { index } => out.push_str(&format!("[{index}]")),
+            Segment::Map { key } => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                let identifier = key.len() <= 64
+                    && !key.is_empty()
+                    && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                out.push_str(if identifier { key } else { "?" });
             }
-            inside = !inside;
-        } else if !inside {
-            out.push(c);
+            Segment::Enum { variant } => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(variant);
+            }
+            Segment::Unknown => out.push_str(".?"),
+        }
+    }
+    out
+}
+
+/// Replaces the parts of a serde error text that may quote payload data: every double-quoted
+/// part (strings) by `"…"`, and a back-quoted part by `` `…` `` where it holds a value (after
+/// `integer`, `floating point`, `boolean`, `character`, `unknown variant`, `unknown field`).
+/// Back-quoted names of the type (`` missing field `to` ``, `` expected one of `a`, `b` ``) stay.
+fn redact_quoted(text: &str) -> String {
+    const VALUE_BEFORE: [&str; 6] = [
+        "integer",
+        "floating point",
+        "boolean",
+        "character",
+        "unknown variant",
+        "unknown field",
+    ];
+    let mut out = String::with_capacity(text.len());
+    let mut inside: Option<char> = None;
+    for c in text.chars() {
+        match inside {
+            Some(close) => {
+                if c == close {
+                    inside = None;
+                    out.push(c);
+                }
+            }
+            None if c == '"' => {
+                out.push_str("\"…");
+                inside = Some('"');
+            }
+            None if c == '`' && VALUE_BEFORE.iter().any(|w| out.trim_end().ends_with(w)) => {
+                out.push_str("`…");
+                inside = Some('`');
+            }
+            None => out.push(c),
         }
     }
     out
@@ -337,7 +421,71 @@ mod tests {
             .unwrap();
         let err = m.payload_as::<Mail>().unwrap_err().to_string();
         assert!(!err.contains("secret-address"), "{err}");
-        assert!(err.contains("invalid type"), "{err}");
+        assert!(err.contains("to: invalid type: string"), "{err}");
+        assert!(err.contains("expected u32"), "{err}");
+    }
+
+    #[test]
+    fn values_are_dropped_from_serde_texts_and_names_kept() {
+        for (text, want) in [
+            (
+                r#"invalid type: string "abc", expected u32"#,
+                r#"invalid type: string "…", expected u32"#,
+            ),
+            (
+                "invalid type: integer `42`, expected a string",
+                "invalid type: integer `…`, expected a string",
+            ),
+            (
+                "invalid value: floating point `1.5`, expected u8",
+                "invalid value: floating point `…`, expected u8",
+            ),
+            (
+                "unknown variant `Secret`, expected one of `A`, `B`",
+                "unknown variant `…`, expected one of `A`, `B`",
+            ),
+            ("missing field `to`", "missing field `to`"),
+            ("invalid type: boolean `true`", "invalid type: boolean `…`"),
+        ] {
+            assert_eq!(redact_quoted(text), want);
+        }
+    }
+
+    #[test]
+    fn the_path_of_a_nested_field_is_named_but_map_keys_that_are_data_are_not() {
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Order {
+            lines: Vec<Line>,
+            notes: std::collections::HashMap<String, u32>,
+        }
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Line {
+            qty: u32,
+        }
+        let m = Message::builder("t")
+            .payload(&serde_json::json!({"lines": [{"qty": 1}, {"qty": "many"}], "notes": {}}))
+            .build()
+            .unwrap();
+        let err = m.payload_as::<Order>().unwrap_err().to_string();
+        assert!(err.contains("lines[1].qty: invalid type: string \"…\""), "{err}");
+        assert!(!err.contains("many"), "{err}");
+
+        let m = Message::builder("t")
+            .payload(&serde_json::json!({"lines": [], "notes": {"jane@doe.sk": "x"}}))
+            .build()
+            .unwrap();
+        let err = m.payload_as::<Order>().unwrap_err().to_string();
+        assert!(err.contains("notes.?: invalid type"), "{err}");
+        assert!(!err.contains("jane"), "{err}");
+
+        let m = Message::builder("t")
+            .payload(&serde_json::json!({"notes": {}}))
+            .build()
+            .unwrap();
+        let err = m.payload_as::<Order>().unwrap_err().to_string();
+        assert!(err.contains("missing field `lines`"), "{err}");
     }
 
     #[test]

@@ -3,20 +3,26 @@
 mod backoff;
 mod options;
 mod process;
+mod register;
+mod report;
+mod run;
+mod runner;
 mod worker;
 
 use std::fmt;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use options::DispatcherOptions;
+pub use report::{HandlerOutcome, HandlerRun, Report};
 
-use self::process::{Context, HandlerMap};
-use crate::{Driver, Error, Handler, Priority, Shutdown};
+use self::process::Context;
+use self::run::{Env, HandlerMap, run_handlers};
+use crate::{Driver, Error, Message, Priority, Shutdown};
 
 /// The worker: takes messages from a driver and runs the handlers registered for their type.
 ///
@@ -103,50 +109,11 @@ impl Dispatcher {
         self.cancel.clone()
     }
 
-    /// Adds `handler` for messages of `message_type`, after those already registered.
-    pub fn register_handler(
-        &mut self,
-        message_type: impl Into<String>,
-        handler: Arc<dyn Handler>,
-    ) -> &mut Self {
-        self.handlers
-            .entry(message_type.into())
-            .or_default()
-            .push(handler);
-        self
-    }
-
-    /// Adds several handlers for `message_type`, in order.
-    pub fn register_handlers(
-        &mut self,
-        message_type: impl Into<String>,
-        handlers: impl IntoIterator<Item = Arc<dyn Handler>>,
-    ) -> &mut Self {
-        self.handlers
-            .entry(message_type.into())
-            .or_default()
-            .extend(handlers);
-        self
-    }
-
-    /// Removes this very handler instance from `message_type`; other instances of the same type
-    /// stay. Returns whether it was registered.
-    pub fn unregister_handler(&mut self, message_type: &str, handler: &Arc<dyn Handler>) -> bool {
-        let Some(list) = self.handlers.get_mut(message_type) else {
-            return false;
-        };
-        let before = list.len();
-        list.retain(|h| !std::ptr::addr_eq(Arc::as_ptr(h), Arc::as_ptr(handler)));
-        let removed = list.len() != before;
-        if list.is_empty() {
-            self.handlers.remove(message_type);
-        }
-        removed
-    }
-
-    /// Removes every handler of every type.
-    pub fn unregister_all_handlers(&mut self) -> &mut Self {
-        self.handlers.clear();
+    /// Stops any one handler run at `limit` (for handlers without a limit of their own); see
+    /// [`DispatcherOptions::time_limit`].
+    #[must_use]
+    pub fn time_limit(mut self, limit: Duration) -> Self {
+        self.options.time_limit = Some(limit);
         self
     }
 
@@ -238,6 +205,41 @@ impl Dispatcher {
     /// The options in force.
     pub fn current_options(&self) -> &DispatcherOptions {
         &self.options
+    }
+
+    /// Runs `message`'s handlers here and now, as a worker would on a delivery from the queue
+    /// of `priority`, and says what came of it: with the same log lines, time limits and retry
+    /// decision, but without the driver. Nothing is received or acknowledged, and the retry
+    /// copy is returned in the [`Report`] instead of sent. For tests and for messages that
+    /// arrive by other means (a webhook, say); `hermes_testkit::perform_job` wraps it.
+    ///
+    /// Handlers' cancellation tokens fire at their time limit and when this dispatcher's
+    /// [`cancellation_token`](Self::cancellation_token) is cancelled.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), hermes_core::Error> {
+    /// use hermes_core::{Dispatcher, HandlerOutcome, Message, DEFAULT_PRIORITY};
+    /// use hermes_testkit::MemoryDriver;
+    ///
+    /// let mut dispatcher = Dispatcher::new(MemoryDriver::new());
+    /// dispatcher.register_fn("ping", |_message| async { Ok(true) });
+    /// let report = dispatcher.perform(&Message::new("ping"), DEFAULT_PRIORITY).await;
+    /// assert!(report.succeeded());
+    /// assert_eq!(report.runs[0].outcome, HandlerOutcome::Done);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Cancellation safety
+    /// Dropping the future drops the running handler.
+    pub async fn perform(&self, message: &Message, priority: Priority) -> Report {
+        let env = Env {
+            stop: self.cancel.clone(),
+            claim: None,
+            time_limit: self.options.time_limit,
+            time_limit_grace: self.options.time_limit_grace,
+        };
+        run_handlers(&self.handlers, message, priority, &env).await
     }
 }
 

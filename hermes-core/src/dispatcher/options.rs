@@ -23,6 +23,16 @@ pub struct DispatcherOptions {
     /// Stop with an error when the driver reports an undecodable message, instead of logging
     /// it and going on. Default false.
     pub stop_on_undecodable: bool,
+    /// How long any one handler may run on a message, for handlers without a limit of their
+    /// own ([`Job::TIME_LIMIT`](crate::Job::TIME_LIMIT), [`Handler::time_limit`](crate::Handler::time_limit)).
+    /// A handler still running at its limit has its context's cancellation token cancelled,
+    /// its future dropped after [`time_limit_grace`](Self::time_limit_grace), and counts as
+    /// failed: it is logged as `Handler <name> timed out after <limit>` and retried by its
+    /// policy. Default `None`: no limit.
+    pub time_limit: Option<Duration>,
+    /// How long a handler past its time limit may go on after its token fired, to stop at a
+    /// safe point, before its future is dropped. Default 1 s.
+    pub time_limit_grace: Duration,
 }
 
 impl Default for DispatcherOptions {
@@ -35,6 +45,8 @@ impl Default for DispatcherOptions {
             temporary_error_timeout: Duration::from_secs(300),
             max_error_backoff: Duration::from_secs(5),
             stop_on_undecodable: false,
+            time_limit: None,
+            time_limit_grace: Duration::from_secs(1),
         }
     }
 }

@@ -1,21 +1,17 @@
 //! What happens to one delivery: the handlers, the retry copy, the acknowledgement.
 
-use std::collections::HashMap;
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use futures_util::FutureExt;
 use tokio_util::sync::CancellationToken;
 
 use super::DispatcherOptions;
 use super::backoff::ErrorBackoff;
-use crate::time::unix_now;
-use crate::{Delivery, Driver, Error, Handler, Message, Priority, RetryPolicy, Shutdown};
-
-pub(super) type HandlerMap = HashMap<String, Vec<Arc<dyn Handler>>>;
+use super::run::{Env, HandlerMap, run_handlers};
+use crate::context::Claim;
+use crate::{Delivery, Driver, Error, Priority, Shutdown};
 
 /// What the workers of one `handle` call share.
 pub(super) struct Context {
@@ -53,14 +49,22 @@ impl Context {
 /// Runs the handlers of `delivery`, sends the retry copy when one is due, and acknowledges it.
 /// Gives it back unacknowledged when the grace period ends first.
 pub(super) async fn process(ctx: &Context, delivery: Delivery) {
+    let delivery = Arc::new(delivery);
+    let claim = Claim::new(ctx.driver.clone(), delivery.clone());
+    let env = Env {
+        stop: ctx.stop.clone(),
+        claim: Some(claim.clone()),
+        time_limit: ctx.options.time_limit,
+        time_limit_grace: ctx.options.time_limit_grace,
+    };
     let message = delivery.message();
     let outcome = tokio::select! {
         biased;
         () = ctx.abort.cancelled() => None,
-        retry = run_handlers(&ctx.handlers, message, delivery.priority()) => Some(retry),
-        never = keep_claimed(ctx, &delivery) => match never {},
+        report = run_handlers(&ctx.handlers, message, delivery.priority(), &env) => Some(report),
+        never = keep_claimed(ctx, &claim) => match never {},
     };
-    let Some(retry) = outcome else {
+    let Some(report) = outcome else {
         tracing::warn!(
             id = message.id(),
             "Handling of message #{} did not finish within the grace period; it is left for redelivery",
@@ -71,7 +75,7 @@ pub(super) async fn process(ctx: &Context, delivery: Delivery) {
         }
         return;
     };
-    if let Some(copy) = retry {
+    if let Some(copy) = report.retry {
         let sent = with_retries(ctx, || ctx.driver.send(&copy, delivery.priority())).await;
         if let Err(e) = sent {
             // Without the copy, acknowledging would lose the message: leave it to the broker.
@@ -85,18 +89,17 @@ pub(super) async fn process(ctx: &Context, delivery: Delivery) {
     }
 }
 
-/// Extends the claim of `delivery` by its lease every half lease, for as long as it is polled;
-/// never returns. Idle on drivers whose claims do not expire.
-async fn keep_claimed(ctx: &Context, delivery: &Delivery) -> std::convert::Infallible {
-    let lease = delivery
-        .lease()
-        .filter(|lease| !lease.is_zero() && ctx.driver.capabilities().extend);
-    let Some(lease) = lease else {
+/// Extends the claim by its lease every half lease, for as long as it is polled; never
+/// returns. Idle on drivers whose claims do not expire. A handler may lengthen the lease
+/// ([`JobContext::extend_claim`](crate::JobContext::extend_claim)).
+async fn keep_claimed(ctx: &Context, claim: &Claim) -> std::convert::Infallible {
+    if claim.lease().is_zero() || !ctx.driver.capabilities().extend {
         return std::future::pending().await;
-    };
+    }
+    let delivery = &claim.delivery;
     loop {
-        tokio::time::sleep(lease / 2).await;
-        if let Err(e) = ctx.driver.extend(delivery, lease).await {
+        tokio::time::sleep(claim.lease() / 2).await;
+        if let Err(e) = ctx.driver.extend(delivery, claim.lease()).await {
             tracing::warn!(
                 id = delivery.message().id(),
                 "Extending the claim of message #{} failed - {e}",
@@ -130,60 +133,3 @@ where
     }
 }
 
-/// Runs every handler of the message's type in order; returns the retry copy to send, if any.
-async fn run_handlers(
-    handlers: &HandlerMap,
-    message: &Message,
-    priority: Priority,
-) -> Option<Message> {
-    let (id, message_type) = (message.id(), message.message_type());
-    tracing::info!(
-        id,
-        r#type = message_type,
-        priority,
-        "Start handle message #{id} ({message_type}) priority:{priority}"
-    );
-    let handlers = handlers.get(message_type)?;
-    let mut retry: Option<RetryPolicy> = None;
-    for handler in handlers {
-        let result = AssertUnwindSafe(handler.handle(message))
-            .catch_unwind()
-            .await;
-        let error = match result {
-            Ok(Ok(_)) => {
-                tracing::info!(
-                    id,
-                    r#type = message_type,
-                    "End handle message #{id} ({message_type})"
-                );
-                continue;
-            }
-            Ok(Err(e)) => e.to_string(),
-            Err(panic) => format!("panicked: {}", panic_text(panic.as_ref())),
-        };
-        tracing::error!(
-            id,
-            r#type = message_type,
-            "Handler {} throws exception - {error}",
-            handler.name()
-        );
-        if retry.is_none() {
-            retry = handler
-                .retry_policy()
-                .filter(|p| p.should_retry(message.retries()));
-        }
-    }
-    let policy = retry?;
-    let at = unix_now() + policy.backoff(message.retries()).as_secs_f64();
-    Some(message.retry_copy((at * 1e6).round() / 1e6))
-}
-
-fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a non-text panic".to_owned()
-    }
-}

@@ -1,0 +1,97 @@
+//! What running one message's handlers came to.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::Message;
+
+/// The outcome of running one message through its handlers: one [`HandlerRun`] per handler,
+/// in registration order, and the retry copy the dispatcher sends (or, from
+/// [`Dispatcher::perform`](crate::Dispatcher::perform), would send).
+#[derive(Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Report {
+    /// Each handler's run, in order; empty when no handler is registered for the type.
+    pub runs: Vec<HandlerRun>,
+    /// The delayed copy with `retries + 1`, when a failed handler's retry policy asks for one.
+    pub retry: Option<Message>,
+}
+
+/// One handler's run of a message.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct HandlerRun {
+    /// The handler's name, as in log lines.
+    pub handler: String,
+    /// How it ended.
+    pub outcome: HandlerOutcome,
+}
+
+/// How one handler's run ended.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum HandlerOutcome {
+    /// It did the work: `Ok(())` from a typed handler, `Ok(true)` from a [`Handler`](crate::Handler).
+    Done,
+    /// `Ok(false)` from a [`Handler`](crate::Handler): not done, and not to be retried.
+    NotDone,
+    /// It returned an error, whose text this is. Retried by the handler's policy.
+    Failed(String),
+    /// It panicked, with this text. Retried by the handler's policy.
+    Panicked(String),
+    /// It was still running at this time limit. Retried by the handler's policy.
+    TimedOut(Duration),
+    /// The payload does not fit the handler's job type (a missing field, a wrong type), for
+    /// this reason. Never retried: it cannot succeed.
+    Rejected(String),
+}
+
+impl HandlerOutcome {
+    /// Whether the handler did not fail: [`Done`](HandlerOutcome::Done) or
+    /// [`NotDone`](HandlerOutcome::NotDone).
+    pub fn is_ok(&self) -> bool {
+        matches!(self, HandlerOutcome::Done | HandlerOutcome::NotDone)
+    }
+
+    /// Whether the handler's retry policy applies: a failure, a panic or a time-out.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            HandlerOutcome::Failed(_) | HandlerOutcome::Panicked(_) | HandlerOutcome::TimedOut(_)
+        )
+    }
+}
+
+impl Report {
+    /// Whether some handler is registered for the message's type.
+    pub fn had_handler(&self) -> bool {
+        !self.runs.is_empty()
+    }
+
+    /// Whether the message had a handler and none failed.
+    pub fn succeeded(&self) -> bool {
+        self.had_handler() && self.runs.iter().all(|run| run.outcome.is_ok())
+    }
+
+    /// The first outcome that is not ok, if any.
+    pub fn first_failure(&self) -> Option<&HandlerOutcome> {
+        self.runs
+            .iter()
+            .map(|run| &run.outcome)
+            .find(|outcome| !outcome.is_ok())
+    }
+}
+
+impl fmt::Debug for Report {
+    /// The runs, and of the retry copy its id, retries and due time only: no payload.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let retry = self
+            .retry
+            .as_ref()
+            .map(|m| format!("#{} retries:{} due:{:?}", m.id(), m.retries(), m.execute_at()));
+        f.debug_struct("Report")
+            .field("runs", &self.runs)
+            .field("retry", &retry)
+            .finish()
+    }
+}

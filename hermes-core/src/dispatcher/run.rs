@@ -1,0 +1,144 @@
+//! Running every handler of one message: the log lines, panics, time limits and the retry copy.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use tokio_util::sync::CancellationToken;
+
+use super::report::{HandlerOutcome, HandlerRun, Report};
+use super::runner::{Ran, Runner};
+use crate::context::Claim;
+use crate::time::unix_now;
+use crate::{JobContext, Message, Priority, RetryPolicy};
+
+pub(super) type HandlerMap = HashMap<String, Vec<Arc<dyn Runner>>>;
+
+/// Where the handlers of one message run.
+pub(super) struct Env {
+    /// Cancelled at shutdown; each run's token is a child of it.
+    pub(super) stop: CancellationToken,
+    /// The delivery, for extending its claim; none outside a worker.
+    pub(super) claim: Option<Claim>,
+    /// The limit of handlers that have none of their own.
+    pub(super) time_limit: Option<Duration>,
+    /// How long a handler past its limit may go on after its token fired.
+    pub(super) time_limit_grace: Duration,
+}
+
+/// Runs every handler of the message's type in order and says what came of it, with the retry
+/// copy to send, if any.
+pub(super) async fn run_handlers(
+    handlers: &HandlerMap,
+    message: &Message,
+    priority: Priority,
+    env: &Env,
+) -> Report {
+    let (id, message_type) = (message.id(), message.message_type());
+    tracing::info!(
+        id,
+        r#type = message_type,
+        priority,
+        "Start handle message #{id} ({message_type}) priority:{priority}"
+    );
+    let mut report = Report {
+        runs: Vec::new(),
+        retry: None,
+    };
+    let Some(handlers) = handlers.get(message_type) else {
+        return report;
+    };
+    let mut retry: Option<RetryPolicy> = None;
+    for handler in handlers {
+        let outcome = run_one(handler.as_ref(), message, priority, env).await;
+        let name = handler.name();
+        match &outcome {
+            HandlerOutcome::Done | HandlerOutcome::NotDone => tracing::info!(
+                id,
+                r#type = message_type,
+                "End handle message #{id} ({message_type})"
+            ),
+            HandlerOutcome::Failed(error) => tracing::error!(
+                id,
+                r#type = message_type,
+                "Handler {name} throws exception - {error}"
+            ),
+            HandlerOutcome::Panicked(text) => tracing::error!(
+                id,
+                r#type = message_type,
+                "Handler {name} throws exception - panicked: {text}"
+            ),
+            HandlerOutcome::TimedOut(limit) => tracing::error!(
+                id,
+                r#type = message_type,
+                "Handler {name} timed out after {limit:?}"
+            ),
+            HandlerOutcome::Rejected(reason) => tracing::error!(
+                id,
+                r#type = message_type,
+                "Handler {name} throws exception - {reason}; not retried, it cannot succeed"
+            ),
+        }
+        if retry.is_none() && outcome.is_retryable() {
+            retry = handler
+                .retry_policy()
+                .filter(|p| p.should_retry(message.retries()));
+        }
+        report.runs.push(HandlerRun {
+            handler: name.into_owned(),
+            outcome,
+        });
+    }
+    report.retry = retry.map(|policy| {
+        let at = unix_now() + policy.backoff(message.retries()).as_secs_f64();
+        message.retry_copy((at * 1e6).round() / 1e6)
+    });
+    report
+}
+
+/// Runs one handler within its time limit.
+async fn run_one(
+    handler: &dyn Runner,
+    message: &Message,
+    priority: Priority,
+    env: &Env,
+) -> HandlerOutcome {
+    let limit = handler.time_limit().or(env.time_limit);
+    let token = env.stop.child_token();
+    let ctx = JobContext::new(message, priority, limit, token.clone(), env.claim.clone());
+    let run = AssertUnwindSafe(handler.run(message, ctx)).catch_unwind();
+    let result = match limit {
+        None => run.await,
+        Some(limit) => {
+            tokio::pin!(run);
+            match tokio::time::timeout(limit, &mut run).await {
+                Ok(result) => result,
+                Err(_) => {
+                    // Past the limit the run has failed; the grace only lets it wind down.
+                    token.cancel();
+                    let _ = tokio::time::timeout(env.time_limit_grace, &mut run).await;
+                    return HandlerOutcome::TimedOut(limit);
+                }
+            }
+        }
+    };
+    match result {
+        Ok(Ran::Done) => HandlerOutcome::Done,
+        Ok(Ran::NotDone) => HandlerOutcome::NotDone,
+        Ok(Ran::Failed(error)) => HandlerOutcome::Failed(error),
+        Ok(Ran::Rejected(reason)) => HandlerOutcome::Rejected(reason),
+        Err(panic) => HandlerOutcome::Panicked(panic_text(panic.as_ref())),
+    }
+}
+
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a non-text panic".to_owned()
+    }
+}
