@@ -92,6 +92,31 @@ where
     }
 
     fn name(&self) -> Cow<'static, str> {
-        Cow::Borrowed(std::any::type_name::<F>())
+        Cow::Owned(function_name(std::any::type_name::<F>()))
+    }
+}
+
+/// A function's path as a name: `app::send_email`, or `app::main::{closure}` for a closure
+/// (however deep it is nested).
+fn function_name(type_name: &str) -> String {
+    const CLOSURE: &str = "::{{closure}}";
+    let path = type_name.replace(CLOSURE, "");
+    if type_name.ends_with(CLOSURE) {
+        format!("{path}::{{closure}}")
+    } else {
+        path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn function_names_lose_the_closures_they_sit_in() {
+        assert_eq!(super::function_name("app::main::{{closure}}::send"), "app::main::send");
+        assert_eq!(
+            super::function_name("app::main::{{closure}}::{{closure}}"),
+            "app::main::{closure}"
+        );
+        assert_eq!(super::function_name("app::send"), "app::send");
     }
 }
