@@ -15,6 +15,7 @@
 //! [`conformance_suite!`]: crate::conformance_suite
 
 mod harness;
+mod jobs;
 mod raw_fuzz;
 pub mod scenarios;
 
@@ -166,6 +167,8 @@ macro_rules! conformance_suite {
             busy_instance_does_not_run_others_twice,
             hostile_inputs_are_quarantined,
             random_raw_inputs_are_delivered_or_quarantined,
+            typed_jobs_meet_php_messages,
+            a_handler_past_its_time_limit_is_cancelled_and_retried,
         );
     };
     (@tests $harness:expr; $($scenario:ident),* $(,)?) => {
@@ -211,7 +214,11 @@ mod tests {
     #[test]
     fn the_suite_runs_every_scenario_there_is() {
         let listed = listed(include_str!("mod.rs"));
-        let defined: Vec<String> = [include_str!("scenarios.rs"), include_str!("raw_fuzz.rs")]
+        let defined: Vec<String> = [
+            include_str!("scenarios.rs"),
+            include_str!("raw_fuzz.rs"),
+            include_str!("jobs.rs"),
+        ]
             .iter()
             .flat_map(|source| defined(source))
             .collect();

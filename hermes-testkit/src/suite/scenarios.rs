@@ -13,6 +13,9 @@ use hermes_core::{
 use serde_json::json;
 use tokio::time::Instant;
 
+pub use super::jobs::{
+    a_handler_past_its_time_limit_is_cancelled_and_retried, typed_jobs_meet_php_messages,
+};
 pub use super::raw_fuzz::random_raw_inputs_are_delivered_or_quarantined;
 use super::{Harness, Outcome};
 
@@ -83,7 +86,7 @@ pub(super) async fn ack(driver: &impl Driver, delivery: &Delivery) {
     driver.ack(delivery).await.expect("acknowledging");
 }
 
-async fn expect_none(driver: &impl Driver, priorities: &[Priority], wait: Duration) {
+pub(super) async fn expect_none(driver: &impl Driver, priorities: &[Priority], wait: Duration) {
     if let Some(d) = receive(driver, priorities, wait).await {
         panic!(
             "expected no message, got #{} ({}) retries {}",
