@@ -5,6 +5,8 @@
 //! - [`suite`] and [`conformance_suite!`]: the scenarios every driver must pass. A driver crate
 //!   implements [`suite::Harness`] and generates the tests with one line.
 //! - [`LogCapture`]: asserting log lines.
+//! - [`perform_job`] and [`MemoryDriver::queued_jobs`]: testing your own jobs, by running one
+//!   through its handlers in process and by seeing what your code queued.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -23,6 +25,7 @@
 //! ```
 
 pub mod bench;
+mod job_testing;
 mod logs;
 mod memory;
 mod memory_harness;
@@ -31,6 +34,7 @@ mod serializer_check;
 mod silent;
 pub mod suite;
 
+pub use job_testing::perform_job;
 pub use logs::LogCapture;
 pub use memory::{MemoryDriver, MemoryOptions};
 pub use memory_harness::MemoryHarness;

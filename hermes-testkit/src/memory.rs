@@ -175,6 +175,23 @@ impl MemoryDriver {
         self.lock().quarantine.iter().map(|b| b.to_vec()).collect()
     }
 
+    /// The messages waiting or delayed (not the claimed ones), without claiming them: the
+    /// waiting ones by priority, highest first, each queue in order, then the delayed ones by
+    /// due time. Bodies that do not decode are left out.
+    pub fn queued_messages(&self) -> Vec<(Priority, Message)> {
+        let state = self.lock();
+        let waiting = state
+            .queues
+            .iter()
+            .rev()
+            .flat_map(|(p, q)| q.ready.iter().map(move |body| (*p, body)));
+        let delayed = state.scheduled.values().map(|s| (s.priority, &s.body));
+        waiting
+            .chain(delayed)
+            .filter_map(|(p, body)| Some((p, self.serializer.deserialize(body).ok()?)))
+            .collect()
+    }
+
     /// The name of the queue of `priority`, when one is set up.
     pub fn queue_name(&self, priority: Priority) -> Option<String> {
         self.lock().queues.get(&priority).map(|q| q.name.clone())
