@@ -126,9 +126,14 @@ impl<J: Job> JobEmit<'_, J> {
         self
     }
 
-    /// Makes the job due `delay` from when it is sent.
+    /// Makes the job due `delay` from when it is sent; a zero delay means due now (no
+    /// `execute_at`).
     pub fn delay(mut self, delay: Duration) -> Self {
-        self.due = Due::After(delay);
+        self.due = if delay.is_zero() {
+            Due::Now
+        } else {
+            Due::After(delay)
+        };
         self
     }
 

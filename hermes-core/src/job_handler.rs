@@ -112,7 +112,10 @@ fn function_name(type_name: &str) -> String {
 mod tests {
     #[test]
     fn function_names_lose_the_closures_they_sit_in() {
-        assert_eq!(super::function_name("app::main::{{closure}}::send"), "app::main::send");
+        assert_eq!(
+            super::function_name("app::main::{{closure}}::send"),
+            "app::main::send"
+        );
         assert_eq!(
             super::function_name("app::main::{{closure}}::{{closure}}"),
             "app::main::{closure}"

@@ -469,7 +469,10 @@ mod tests {
             .build()
             .unwrap();
         let err = m.payload_as::<Order>().unwrap_err().to_string();
-        assert!(err.contains("lines[1].qty: invalid type: string \"…\""), "{err}");
+        assert!(
+            err.contains("lines[1].qty: invalid type: string \"…\""),
+            "{err}"
+        );
         assert!(!err.contains("many"), "{err}");
 
         let m = Message::builder("t")

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use hermes_core::{
-    DEFAULT_PRIORITY, Dispatcher, DispatcherOptions, Driver, Emitter, HandlerError,
-    HandlerOutcome, Job, JobContext, JobHandler, Message, RetryPolicy, async_trait,
+    DEFAULT_PRIORITY, Dispatcher, DispatcherOptions, Driver, Emitter, HandlerError, HandlerOutcome,
+    Job, JobContext, JobHandler, Message, RetryPolicy, async_trait,
 };
 use hermes_testkit::{LogCapture, MemoryDriver, MemoryOptions};
 use serde::{Deserialize, Serialize};
@@ -134,7 +134,11 @@ async fn the_builder_sets_priority_delay_and_id_and_batches_keep_each_job() {
     let ids = emitter.emit_jobs(&jobs).await.unwrap();
     assert_eq!(ids.len(), 3);
     for (n, id) in ids.iter().enumerate() {
-        let delivery = driver.receive(&[110], Duration::ZERO).await.unwrap().unwrap();
+        let delivery = driver
+            .receive(&[110], Duration::ZERO)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(delivery.message().id(), id);
         assert_eq!(delivery.message().to_job::<SendEmail>().unwrap(), jobs[n]);
         driver.ack(&delivery).await.unwrap();
@@ -224,7 +228,10 @@ async fn a_payload_that_does_not_fit_is_rejected_for_good_without_its_values_in_
         async { Ok::<_, String>(()) }
     });
     for (id, payload) in [
-        ("wrong-type", serde_json::json!({"to": "secret@x.sk", "attempts": "many"})),
+        (
+            "wrong-type",
+            serde_json::json!({"to": "secret@x.sk", "attempts": "many"}),
+        ),
         ("missing", serde_json::json!({"attempts": 1})),
     ] {
         let message = Message::builder("send-email")
@@ -237,7 +244,10 @@ async fn a_payload_that_does_not_fit_is_rejected_for_good_without_its_values_in_
     dispatcher.handle(&[]).await.unwrap();
 
     assert_eq!(ran.load(Ordering::SeqCst), 0, "the handler never runs");
-    assert!(driver.is_empty(), "both are consumed, and no retry copy is sent");
+    assert!(
+        driver.is_empty(),
+        "both are consumed, and no retry copy is sent"
+    );
     let errors: Vec<_> = logs
         .lines()
         .into_iter()
@@ -371,7 +381,10 @@ async fn a_handler_past_its_limit_is_cancelled_then_dropped_and_retried() {
         "{at:?}"
     );
     assert_eq!(dropped.load(Ordering::SeqCst), 1, "the future was dropped");
-    assert!(took >= Duration::from_millis(490), "the grace was given: {took:?}");
+    assert!(
+        took >= Duration::from_millis(490),
+        "the grace was given: {took:?}"
+    );
     assert_eq!(runs.load(Ordering::SeqCst), 2, "retried once, then done");
     assert_eq!(
         logs.count_starting_with("ERROR Handler jobs::a_handler_past_its_limit_is_cancelled_then_dropped_and_retried::{closure} timed out after 200ms"),
@@ -391,7 +404,10 @@ async fn the_dispatcher_wide_limit_applies_to_raw_handlers_and_a_jobs_own_limit_
     });
     dispatcher.register_job(|_: Slow, ctx: JobContext| async move {
         tokio::time::sleep(Duration::from_millis(150)).await;
-        assert!(!ctx.is_cancelled(), "Slow's own 200 ms limit replaces 100 ms");
+        assert!(
+            !ctx.is_cancelled(),
+            "Slow's own 200 ms limit replaces 100 ms"
+        );
         Ok::<_, String>(())
     });
     let started = Instant::now();

@@ -1,5 +1,5 @@
-//! What the report-export examples share, whatever the driver: the export message, its
-//! handler, the priorities and the logging set-up.
+//! What the report-export examples share, whatever the driver: the [`ExportReport`] job, its
+//! [`Exporter`] handler, the priorities and the logging set-up.
 //!
 //! Every example has the same three programs (`<driver>-emit <report> [delay seconds] [high]`,
 //! `<driver>-worker`, `<driver>-shutdown`) and writes its export log to
@@ -10,30 +10,58 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use hermes_core::{
-    DEFAULT_PRIORITY, Handler, HandlerError, Message, Priority, RetryPolicy, async_trait,
+    DEFAULT_PRIORITY, Job, JobContext, JobHandler, Priority, RetryPolicy, async_trait,
 };
+use serde::{Deserialize, Serialize};
 
 /// The priority of urgent exports.
 pub const PRIORITY_HIGH: Priority = DEFAULT_PRIORITY + 10;
-
-/// The message type of an export.
-pub const EXPORT: &str = "report.export";
 
 /// The example's working directory: `HERMES_DIR`, default `var/hermes`.
 pub fn directory() -> PathBuf {
     std::env::var_os("HERMES_DIR").map_or_else(|| PathBuf::from("var/hermes"), PathBuf::from)
 }
 
-/// An export message for `report`, due after `delay`.
-///
-/// # Errors
-/// Never for a plain name; kept fallible like every message builder.
-pub fn export(report: &str, delay: Duration) -> Result<Message, hermes_core::Error> {
-    let mut builder = Message::builder(EXPORT).payload(&serde_json::json!({ "report": report }));
-    if !delay.is_zero() {
-        builder = builder.delay(delay);
+/// The job: export one report. On the wire it is Hermes' message type `report.export` with the
+/// payload `{"report": "sales"}` (and `"seconds"` for a slow one), so a PHP emitter can queue
+/// it too.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExportReport {
+    /// The report's name.
+    pub report: String,
+    /// How long the export takes, in seconds: a slow report, for the crash tests.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub seconds: f64,
+}
+
+impl ExportReport {
+    /// An export of `report`.
+    pub fn new(report: impl Into<String>) -> Self {
+        ExportReport {
+            report: report.into(),
+            seconds: 0.0,
+        }
     }
-    builder.build()
+
+    /// An export of `report` that takes `seconds`.
+    pub fn slow(report: impl Into<String>, seconds: f64) -> Self {
+        ExportReport {
+            seconds,
+            ..ExportReport::new(report)
+        }
+    }
+}
+
+impl Job for ExportReport {
+    const TYPE: &'static str = "report.export";
+
+    fn retry_policy() -> Option<RetryPolicy> {
+        Some(RetryPolicy::default())
+    }
+}
+
+fn is_zero(seconds: &f64) -> bool {
+    *seconds == 0.0
 }
 
 /// The arguments of an emit program: `<report> [delay seconds] [high]`.
@@ -62,36 +90,30 @@ pub fn emit_arguments(
     Ok((report, Duration::from_secs_f64(delay.max(0.0)), priority))
 }
 
-/// Runs an export: waits `seconds` from the payload (a slow report), then appends
+/// Runs exports: waits the export's `seconds` (a slow report), then appends
 /// `<unix time> <report> exported` to the export log.
 #[derive(Debug, Clone)]
-pub struct ExportHandler {
+pub struct Exporter {
     log: PathBuf,
 }
 
-impl ExportHandler {
-    /// A handler writing to the log file `log`.
+impl Exporter {
+    /// An exporter writing to the log file `log`.
     pub fn new(log: impl Into<PathBuf>) -> Self {
-        ExportHandler { log: log.into() }
+        Exporter { log: log.into() }
     }
 
-    /// A handler writing to `exports.log` in the example's directory.
+    /// An exporter writing to `exports.log` in the example's directory.
     pub fn in_directory() -> Self {
-        ExportHandler::new(directory().join("exports.log"))
+        Exporter::new(directory().join("exports.log"))
     }
-}
-
-#[derive(serde::Deserialize)]
-struct Export {
-    report: String,
-    #[serde(default)]
-    seconds: f64,
 }
 
 #[async_trait]
-impl Handler for ExportHandler {
-    async fn handle(&self, message: &Message) -> Result<bool, HandlerError> {
-        let export: Export = message.payload_as()?;
+impl JobHandler<ExportReport> for Exporter {
+    type Error = std::io::Error;
+
+    async fn handle(&self, export: ExportReport, _ctx: JobContext) -> Result<(), Self::Error> {
         if export.seconds > 0.0 {
             tokio::time::sleep(Duration::from_secs_f64(export.seconds)).await;
         }
@@ -106,15 +128,11 @@ impl Handler for ExportHandler {
             export.report
         )?;
         println!("exported {}", export.report);
-        Ok(true)
-    }
-
-    fn retry_policy(&self) -> Option<RetryPolicy> {
-        Some(RetryPolicy::default())
+        Ok(())
     }
 
     fn name(&self) -> std::borrow::Cow<'static, str> {
-        "ExportHandler".into()
+        "Exporter".into()
     }
 }
 
@@ -150,14 +168,11 @@ pub mod testing {
 
     use hermes_core::Message;
 
-    use crate::EXPORT;
+    use crate::ExportReport;
 
     /// An export of `report` whose handler takes `seconds`.
     pub fn slow_export(report: &str, seconds: u64) -> Message {
-        Message::builder(EXPORT)
-            .payload(&serde_json::json!({ "report": report, "seconds": seconds }))
-            .build()
-            .expect("a valid export")
+        Message::from_job(&ExportReport::slow(report, seconds as f64)).expect("a valid export")
     }
 
     /// Starts the worker program `program` (a `CARGO_BIN_EXE_…` path) on the example directory

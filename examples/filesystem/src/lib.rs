@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use hermes_core::Driver as _;
-pub use hermes_example_common::{EXPORT, ExportHandler, PRIORITY_HIGH, directory, export};
+pub use hermes_example_common::{ExportReport, Exporter, PRIORITY_HIGH, directory};
 use hermes_fs::{FileSystemDriver, FileSystemOptions};
 
 /// The driver both sides use: queue `exports`, and `exports_high` for urgent exports.

@@ -14,7 +14,7 @@
 use std::path::PathBuf;
 
 use hermes_core::{Driver as _, SharedFileShutdown};
-pub use hermes_example_common::{EXPORT, ExportHandler, PRIORITY_HIGH, directory, export};
+pub use hermes_example_common::{ExportReport, Exporter, PRIORITY_HIGH, directory};
 use hermes_rabbitmq::{RabbitMqDriver, RabbitMqOptions};
 
 /// The queue of normal exports.

@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use hermes_core::Driver as _;
-pub use hermes_example_common::{EXPORT, ExportHandler, PRIORITY_HIGH, directory, export};
+pub use hermes_example_common::{ExportReport, Exporter, PRIORITY_HIGH, directory};
 use hermes_redis::{RedisOptions, RedisSetDriver, RedisShutdown};
 
 /// Where and how the example connects.

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use hermes_core::{Driver as _, SharedFileShutdown};
-pub use hermes_example_common::{EXPORT, ExportHandler, PRIORITY_HIGH, directory, export};
+pub use hermes_example_common::{ExportReport, Exporter, PRIORITY_HIGH, directory};
 use hermes_sqs::aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
 use hermes_sqs::aws_sdk_sqs::types::QueueAttributeName;
 use hermes_sqs::{SqsDriver, SqsOptions, aws_sdk_sqs};

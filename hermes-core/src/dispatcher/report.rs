@@ -85,10 +85,14 @@ impl Report {
 impl fmt::Debug for Report {
     /// The runs, and of the retry copy its id, retries and due time only: no payload.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let retry = self
-            .retry
-            .as_ref()
-            .map(|m| format!("#{} retries:{} due:{:?}", m.id(), m.retries(), m.execute_at()));
+        let retry = self.retry.as_ref().map(|m| {
+            format!(
+                "#{} retries:{} due:{:?}",
+                m.id(),
+                m.retries(),
+                m.execute_at()
+            )
+        });
         f.debug_struct("Report")
             .field("runs", &self.runs)
             .field("retry", &retry)

@@ -5,8 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hermes_core::{
-    DEFAULT_PRIORITY, Dispatcher, DispatcherOptions, Driver, Emitter, Job, JobContext,
-    RetryPolicy,
+    DEFAULT_PRIORITY, Dispatcher, DispatcherOptions, Driver, Emitter, Job, JobContext, RetryPolicy,
 };
 use serde::{Deserialize, Serialize};
 
@@ -42,7 +41,9 @@ pub async fn typed_jobs_meet_php_messages<H: Harness>(h: &H, queue: &str) -> Out
         .emit_job(&rust)
         .await
         .expect("emitting the job");
-    h.push_raw(queue, php).await.expect("pushing the PHP message");
+    h.push_raw(queue, php)
+        .await
+        .expect("pushing the PHP message");
     h.push_raw(queue, misfit).await.expect("pushing the misfit");
 
     let seen: Arc<Mutex<Vec<(String, Invoice)>>> = Arc::default();
@@ -127,11 +128,16 @@ pub async fn a_handler_past_its_time_limit_is_cancelled_and_retried<H: Harness>(
         let (record, drops) = (record.clone(), drops.clone());
         async move {
             if ctx.retries() > 0 {
-                record.lock().unwrap().push((ctx.retries(), ctx.is_cancelled()));
+                record
+                    .lock()
+                    .unwrap()
+                    .push((ctx.retries(), ctx.is_cancelled()));
                 return Ok(());
             }
             let _counter = DropCounter(drops);
-            let fired = tokio::time::timeout(PATIENCE, ctx.cancelled()).await.is_ok();
+            let fired = tokio::time::timeout(PATIENCE, ctx.cancelled())
+                .await
+                .is_ok();
             record.lock().unwrap().push((ctx.retries(), fired));
             // Goes on regardless: the dispatcher must drop it after the grace.
             std::future::pending::<()>().await;
@@ -148,7 +154,11 @@ pub async fn a_handler_past_its_time_limit_is_cancelled_and_retried<H: Harness>(
         [(0, true), (1, false)],
         "the first run's token fired at the limit, then the retry ran"
     );
-    assert_eq!(dropped.load(Ordering::SeqCst), 1, "the first run was dropped");
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        1,
+        "the first run was dropped"
+    );
     expect_none(&driver, &[], Duration::from_secs(2)).await;
     Outcome::Passed
 }

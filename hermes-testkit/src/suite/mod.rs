@@ -219,9 +219,9 @@ mod tests {
             include_str!("raw_fuzz.rs"),
             include_str!("jobs.rs"),
         ]
-            .iter()
-            .flat_map(|source| defined(source))
-            .collect();
+        .iter()
+        .flat_map(|source| defined(source))
+        .collect();
         assert!(defined.len() > 20, "found only {defined:?}");
         for name in &defined {
             assert!(

@@ -1,11 +1,9 @@
 //! `filesystem-worker`: runs report exports until `filesystem-shutdown`, SIGTERM or Ctrl-C.
 //! Exits non-zero when the driver fails.
 
-use std::sync::Arc;
-
 use hermes_core::{Dispatcher, SharedFileShutdown, SignalShutdown};
 use hermes_example_common::{exit_status, init_logging};
-use hermes_example_filesystem::{EXPORT, ExportHandler, directory, driver, shutdown_file};
+use hermes_example_filesystem::{Exporter, directory, driver, shutdown_file};
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
@@ -19,6 +17,6 @@ async fn run() -> Result<(), hermes_core::Error> {
         // `filesystem-shutdown` touches this file; workers started before that stop.
         .with_shutdown(SharedFileShutdown::new(shutdown_file(&dir)))
         .with_shutdown(SignalShutdown::install()?);
-    dispatcher.register_handler(EXPORT, Arc::new(ExportHandler::in_directory()));
+    dispatcher.register_job_handler(Exporter::in_directory());
     dispatcher.handle(&[]).await
 }

@@ -1,11 +1,9 @@
 //! `rabbitmq-worker`: runs report exports until `rabbitmq-shutdown`, SIGTERM or Ctrl-C. Exits
 //! non-zero when the driver fails for good; waits through broker restarts.
 
-use std::sync::Arc;
-
 use hermes_core::{Dispatcher, SignalShutdown};
 use hermes_example_common::{exit_status, init_logging};
-use hermes_example_rabbitmq::{EXPORT, ExportHandler, driver, shutdown};
+use hermes_example_rabbitmq::{Exporter, driver, shutdown};
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
@@ -17,6 +15,6 @@ async fn run() -> Result<(), hermes_core::Error> {
     let mut dispatcher = Dispatcher::new(driver()?)
         .with_shutdown(shutdown())
         .with_shutdown(SignalShutdown::install()?);
-    dispatcher.register_handler(EXPORT, Arc::new(ExportHandler::in_directory()));
+    dispatcher.register_job_handler(Exporter::in_directory());
     dispatcher.handle(&[]).await
 }

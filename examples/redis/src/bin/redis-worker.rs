@@ -1,11 +1,9 @@
 //! `redis-worker`: runs report exports until `redis-shutdown`, SIGTERM or Ctrl-C. Exits
 //! non-zero when the driver fails for good; waits through Redis restarts.
 
-use std::sync::Arc;
-
 use hermes_core::{Dispatcher, SignalShutdown};
 use hermes_example_common::{exit_status, init_logging};
-use hermes_example_redis::{EXPORT, ExportHandler, driver, shutdown};
+use hermes_example_redis::{Exporter, driver, shutdown};
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
@@ -19,6 +17,6 @@ async fn run() -> Result<(), hermes_core::Error> {
         // `redis-shutdown` sets this key; workers started before that stop.
         .with_shutdown(shutdown(&driver))
         .with_shutdown(SignalShutdown::install()?);
-    dispatcher.register_handler(EXPORT, Arc::new(ExportHandler::in_directory()));
+    dispatcher.register_job_handler(Exporter::in_directory());
     dispatcher.handle(&[]).await
 }

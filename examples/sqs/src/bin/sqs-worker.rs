@@ -1,11 +1,9 @@
 //! `sqs-worker`: runs report exports until `sqs-shutdown`, SIGTERM or Ctrl-C. Exits non-zero
 //! when the driver fails for good.
 
-use std::sync::Arc;
-
 use hermes_core::{Dispatcher, SignalShutdown};
 use hermes_example_common::{exit_status, init_logging};
-use hermes_example_sqs::{EXPORT, ExportHandler, driver, shutdown};
+use hermes_example_sqs::{Exporter, driver, shutdown};
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
@@ -17,6 +15,6 @@ async fn run() -> Result<(), hermes_core::Error> {
     let mut dispatcher = Dispatcher::new(driver().await?)
         .with_shutdown(shutdown())
         .with_shutdown(SignalShutdown::install()?);
-    dispatcher.register_handler(EXPORT, Arc::new(ExportHandler::in_directory()));
+    dispatcher.register_job_handler(Exporter::in_directory());
     dispatcher.handle(&[]).await
 }
