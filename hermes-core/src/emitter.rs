@@ -4,14 +4,19 @@ use std::sync::Arc;
 
 use crate::{Driver, Error, Message, Priority};
 
-/// Sends messages to a driver. Cheap to clone; share one per process.
+/// Sends jobs and messages to a driver. Cheap to clone; share one per process.
+///
+/// Typed jobs go with [`emit_job`](Emitter::emit_job), [`job`](Emitter::job) (a builder for
+/// priority, delay and id) and [`emit_jobs`](Emitter::emit_jobs); messages built by hand with
+/// [`emit`](Emitter::emit) and [`emit_batch`](Emitter::emit_batch).
 ///
 /// ```
 /// # async fn demo() -> Result<(), hermes_core::Error> {
 /// use hermes_core::{Emitter, Message, DEFAULT_PRIORITY};
 /// use hermes_testkit::MemoryDriver;
 ///
-/// let emitter = Emitter::new(MemoryDriver::new());
+/// let driver = MemoryDriver::new();
+/// let emitter = Emitter::new(driver.clone());
 /// emitter.emit(&Message::new("send-email"), DEFAULT_PRIORITY).await?;
 /// # Ok(()) }
 /// ```
@@ -26,12 +31,13 @@ pub struct Emitter {
 }
 
 impl Emitter {
-    /// An emitter sending to `driver`.
+    /// An emitter sending to `driver`. Drivers are cheap clones: pass a clone of the one the
+    /// process also uses elsewhere.
     pub fn new(driver: impl Driver) -> Self {
         Emitter::from_arc(Arc::new(driver))
     }
 
-    /// An emitter sending to a shared driver.
+    /// An emitter sending to a driver held as `Arc<dyn Driver>`.
     pub fn from_arc(driver: Arc<dyn Driver>) -> Self {
         Emitter {
             driver,

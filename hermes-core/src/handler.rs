@@ -17,7 +17,10 @@ use crate::{Message, RetryPolicy};
 /// [`retry_policy`](Handler::retry_policy) gives a policy, sends a delayed copy of the message.
 /// A panic counts as an error.
 ///
-/// For a closure, use [`handler_fn`].
+/// This is Hermes' untyped handler. For a serde type, a [`Job`](crate::Job) with a
+/// [`JobHandler`](crate::JobHandler) or [`Dispatcher::register_job`](crate::Dispatcher::register_job)
+/// is shorter. For a closure, use [`Dispatcher::register_fn`](crate::Dispatcher::register_fn)
+/// or [`handler_fn`].
 #[async_trait]
 pub trait Handler: Send + Sync + 'static {
     /// Runs `message`.

@@ -1,40 +1,54 @@
 //! Background jobs for Rust, wire-compatible with the PHP library Hermes.
 //!
-//! A web process *emits* a [`Message`] into a queue through an [`Emitter`] and returns at once;
-//! a worker process runs a [`Dispatcher`] that takes messages from the queue and runs the
-//! [`Handler`]s registered for their type. The queue is a [`Driver`]: this crate defines the
-//! contract, and the driver crates (`hermes-fs`, `hermes-redis`, `hermes-rabbitmq`,
-//! `hermes-sqs`, and the in-memory driver of `hermes-testkit`) implement it. Messages use
-//! Hermes' JSON format ([`JsonSerializer`]), so PHP and Rust processes can share a queue.
+//! A web process *emits* a job into a queue through an [`Emitter`] and returns at once; a
+//! worker process runs a [`Dispatcher`] that takes jobs from the queue and runs the handlers
+//! registered for their type. A job is a serde type that implements [`Job`]; on the wire it is
+//! a Hermes [`Message`] in Hermes' JSON format ([`JsonSerializer`]), so PHP and Rust processes
+//! can share a queue. The queue is a [`Driver`]: this crate defines the contract, and the
+//! driver crates (`hermes-fs`, `hermes-redis`, `hermes-rabbitmq`, `hermes-sqs`, and the
+//! in-memory driver of `hermes-testkit`) implement it. Drivers are cheap to clone: clones share
+//! the connection and the queues.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), hermes_core::Error> {
-//! use std::sync::Arc;
-//! use hermes_core::{handler_fn, Dispatcher, Emitter, Message, DEFAULT_PRIORITY};
+//! use hermes_core::{Dispatcher, Emitter, Job, JobContext};
 //! use hermes_testkit::MemoryDriver;
+//! use serde::{Deserialize, Serialize};
 //!
-//! let driver = Arc::new(MemoryDriver::new());
+//! #[derive(Serialize, Deserialize)]
+//! struct SendEmail {
+//!     to: String,
+//! }
+//!
+//! impl Job for SendEmail {
+//!     const TYPE: &'static str = "send-email";
+//! }
+//!
+//! async fn send_email(job: SendEmail, _ctx: JobContext) -> Result<(), std::io::Error> {
+//!     println!("mailing {}", job.to);
+//!     Ok(())
+//! }
+//!
+//! let driver = MemoryDriver::new();
 //!
 //! // In the web process: queue the job and return.
-//! let emitter = Emitter::from_arc(driver.clone());
-//! let message = Message::builder("send-email")
-//!     .payload(&serde_json::json!({"to": "test@test.com"}))
-//!     .build()?;
-//! emitter.emit(&message, DEFAULT_PRIORITY).await?;
+//! Emitter::new(driver.clone()).emit_job(&SendEmail { to: "test@test.com".into() }).await?;
 //!
-//! // In the worker: run the handlers until shut down (here: after one message).
-//! let mut dispatcher = Dispatcher::from_arc(driver).max_items(1);
-//! dispatcher.register_handler(
-//!     "send-email",
-//!     Arc::new(handler_fn(|message: Message| async move {
-//!         println!("mailing {}", message.payload().unwrap()["to"]);
-//!         Ok(true)
-//!     })),
-//! );
+//! // In the worker: run the handlers until shut down (here: after one job).
+//! let mut dispatcher = Dispatcher::new(driver).max_items(1);
+//! dispatcher.register_job(send_email);
 //! dispatcher.handle(&[]).await?;
 //! # Ok(()) }
 //! ```
+//!
+//! Below the typed layer, everything Hermes has stays: [`Message`]s built by hand, the
+//! [`Handler`] trait that takes a message and returns a `bool`, [`EchoHandler`], and Hermes' log
+//! lines. Typed and untyped handlers, Rust and PHP emitters mix on one queue.
+
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeExamples;
 
 mod context;
 mod dispatcher;

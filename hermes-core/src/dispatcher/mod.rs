@@ -26,27 +26,33 @@ use crate::{Driver, Error, Message, Priority, Shutdown};
 
 /// The worker: takes messages from a driver and runs the handlers registered for their type.
 ///
+/// Register typed handlers with [`register_job`](Self::register_job) (an async function of the
+/// job and its [`JobContext`](crate::JobContext)) or
+/// [`register_job_handler`](Self::register_job_handler) (a [`JobHandler`](crate::JobHandler)
+/// with state), and untyped ones, which take the [`Message`], with
+/// [`register_fn`](Self::register_fn) or [`register_handler`](Self::register_handler).
+///
 /// For each message it logs `Start handle message #<id> (<type>) priority:<n>`, runs every
 /// handler of the type in registration order (logging `End handle message #<id> (<type>)`
-/// after each, or `Handler <name> throws exception - <error>` when one fails or panics), sends
-/// one delayed retry copy at the same priority when a failed handler's
-/// [`RetryPolicy`](crate::RetryPolicy) allows, and then acknowledges the delivery, whatever the
-/// outcome. A message whose type has no handler is consumed.
+/// after each, `Handler <name> throws exception - <error>` when one fails or panics, or
+/// `Handler <name> timed out after <limit>`), sends one delayed retry copy at the same
+/// priority when a failed handler's [`RetryPolicy`](crate::RetryPolicy) allows, and then
+/// acknowledges the delivery, whatever the outcome. A message whose type has no handler is
+/// consumed.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), hermes_core::Error> {
-/// use std::sync::Arc;
 /// use hermes_core::{Dispatcher, Emitter, EchoHandler, Message, DEFAULT_PRIORITY};
 /// use hermes_testkit::MemoryDriver;
 ///
-/// let driver = Arc::new(MemoryDriver::new());
-/// Emitter::from_arc(driver.clone())
+/// let driver = MemoryDriver::new();
+/// Emitter::new(driver.clone())
 ///     .emit(&Message::new("send-email"), DEFAULT_PRIORITY)
 ///     .await?;
 ///
-/// let mut dispatcher = Dispatcher::from_arc(driver).max_items(1);
-/// dispatcher.register_handler("send-email", Arc::new(EchoHandler::new()));
+/// let mut dispatcher = Dispatcher::new(driver).max_items(1);
+/// dispatcher.register_handler("send-email", EchoHandler::new());
 /// dispatcher.handle(&[]).await?; // returns after one message
 /// # Ok(()) }
 /// ```
@@ -59,12 +65,13 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
-    /// A dispatcher taking messages from `driver`.
+    /// A dispatcher taking messages from `driver`. Drivers are cheap clones: pass a clone of
+    /// the one the process emits with.
     pub fn new(driver: impl Driver) -> Self {
         Dispatcher::from_arc(Arc::new(driver))
     }
 
-    /// A dispatcher taking messages from a shared driver.
+    /// A dispatcher taking messages from a driver held as `Arc<dyn Driver>`.
     pub fn from_arc(driver: Arc<dyn Driver>) -> Self {
         Dispatcher {
             driver,
