@@ -8,7 +8,7 @@ use async_trait::async_trait;
 
 use crate::{BoxError, Job, JobContext};
 
-/// Runs jobs of type `J`: the trait form of [`Dispatcher::register_job`], for handlers that hold
+/// Runs jobs of type `J`: the trait form of [`Dispatcher::register_job`](crate::Dispatcher::register_job), for handlers that hold
 /// state (a database pool, a client). Register it with
 /// [`Dispatcher::register_job_handler`](crate::Dispatcher::register_job_handler).
 ///
