@@ -8,13 +8,40 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use hermes_core::{
-    DEFAULT_PRIORITY, Dispatcher, Driver, EchoHandler, Emitter, HandlerError, Message, RetryPolicy,
-    SignalShutdown, handler_fn,
+    DEFAULT_PRIORITY, Dispatcher, Driver, Emitter, Job, JobContext, RetryPolicy, SignalShutdown,
 };
 use hermes_testkit::MemoryDriver;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
 const HIGH: i32 = DEFAULT_PRIORITY + 10;
+
+/// Export one report.
+#[derive(Serialize, Deserialize)]
+struct ExportReport {
+    report: String,
+}
+
+impl Job for ExportReport {
+    const TYPE: &'static str = "report.export";
+}
+
+/// Print something, on a printer that fails the first time.
+#[derive(Serialize, Deserialize)]
+struct Print {
+    document: String,
+}
+
+impl Job for Print {
+    const TYPE: &'static str = "print";
+    fn retry_policy() -> Option<RetryPolicy> {
+        Some(RetryPolicy::fixed(Duration::from_secs(1), 3))
+    }
+}
+
+async fn export(job: ExportReport, ctx: JobContext) -> Result<(), std::io::Error> {
+    println!("exported {} (priority {})", job.report, ctx.priority());
+    Ok(())
+}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -25,48 +52,41 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
         .init();
 
-    let driver = Arc::new(MemoryDriver::new());
+    let driver = MemoryDriver::new();
     driver.setup_priority_queue("hermes_high", HIGH)?;
 
-    let emitter = Emitter::from_arc(driver.clone());
-    let report = |name: &str| {
-        Message::builder("report.export")
-            .payload(&json!({ "report": name }))
-            .build()
+    let emitter = Emitter::new(driver.clone());
+    let report = |name: &str| ExportReport {
+        report: name.to_owned(),
     };
-    emitter.emit(&report("sales")?, DEFAULT_PRIORITY).await?;
-    emitter.emit(&report("urgent")?, HIGH).await?;
-    let delayed = Message::builder("report.export")
-        .payload(&json!({ "report": "nightly" }))
-        .delay(Duration::from_secs(2))
-        .build()?;
-    emitter.emit(&delayed, DEFAULT_PRIORITY).await?;
+    emitter.emit_job(&report("sales")).await?;
+    emitter.job(&report("urgent")).priority(HIGH).send().await?;
     emitter
-        .emit(&Message::builder("flaky").build()?, DEFAULT_PRIORITY)
+        .job(&report("nightly"))
+        .delay(Duration::from_secs(2))
+        .send()
+        .await?;
+    emitter
+        .emit_job(&Print {
+            document: "invoice".into(),
+        })
         .await?;
 
     let failed_once = Arc::new(AtomicBool::new(false));
-    let mut dispatcher = Dispatcher::from_arc(driver.clone())
+    let mut dispatcher = Dispatcher::new(driver.clone())
         .with_shutdown(SignalShutdown::install()?)
         .max_items(5);
-    dispatcher.register_handler("report.export", Arc::new(EchoHandler::new()));
-    dispatcher.register_handler(
-        "flaky",
-        Arc::new(
-            handler_fn(move |m: Message| {
-                let failed_once = failed_once.clone();
-                async move {
-                    if !failed_once.swap(true, Ordering::SeqCst) {
-                        return Err(HandlerError::msg("the printer is on fire"));
-                    }
-                    println!("flaky job #{} succeeded on retry {}", m.id(), m.retries());
-                    Ok(true)
-                }
-            })
-            .named("FlakyHandler")
-            .with_retry(RetryPolicy::fixed(Duration::from_secs(1), 3)),
-        ),
-    );
+    dispatcher.register_job(export);
+    dispatcher.register_job(move |job: Print, ctx: JobContext| {
+        let failed_once = failed_once.clone();
+        async move {
+            if !failed_once.swap(true, Ordering::SeqCst) {
+                return Err("the printer is on fire");
+            }
+            println!("printed {} on retry {}", job.document, ctx.retries());
+            Ok(())
+        }
+    });
     dispatcher.handle(&[]).await?;
     println!(
         "done: 4 jobs emitted, 5 deliveries handled (one retry), {} left on the queue",
