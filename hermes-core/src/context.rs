@@ -101,6 +101,16 @@ impl JobContext {
     /// A context for a handler run outside a dispatcher (in a test, say): `message` at
     /// `priority`, no time limit, a token that fires only when the caller cancels it, and no
     /// claim to extend.
+    ///
+    /// ```
+    /// use hermes_core::{CancellationToken, JobContext, Message, DEFAULT_PRIORITY};
+    ///
+    /// let token = CancellationToken::new();
+    /// let ctx = JobContext::detached(&Message::new("ping"), DEFAULT_PRIORITY, token.clone());
+    /// assert_eq!((ctx.message_type(), ctx.retries()), ("ping", 0));
+    /// token.cancel();
+    /// assert!(ctx.is_cancelled());
+    /// ```
     pub fn detached(message: &Message, priority: Priority, token: CancellationToken) -> Self {
         JobContext::new(message, priority, None, token, None)
     }
@@ -163,6 +173,18 @@ impl JobContext {
     /// will block its thread for a while) is not run a second time meanwhile. The dispatcher
     /// already renews claims by the driver's lease; this only lengthens them. Does nothing on
     /// drivers whose claims do not expire, and outside a dispatcher.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use hermes_core::JobContext;
+    ///
+    /// async fn import(ctx: JobContext) -> Result<(), hermes_core::Error> {
+    ///     // The next step blocks its thread for up to ten minutes.
+    ///     ctx.extend_claim(Duration::from_secs(15 * 60)).await?;
+    ///     // … the blocking step …
+    ///     Ok(())
+    /// }
+    /// ```
     ///
     /// # Errors
     /// The driver's error; the claim then stays as it was.

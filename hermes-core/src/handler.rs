@@ -50,6 +50,14 @@ pub trait Handler: Send + Sync + 'static {
 
 /// What [`Dispatcher::register_handler`](crate::Dispatcher::register_handler) takes: a
 /// [`Handler`], an `Arc` of one, or an `Arc<dyn Handler>`.
+///
+/// ```
+/// use std::sync::Arc;
+/// use hermes_core::{EchoHandler, Handler, IntoHandler};
+///
+/// let shared: Arc<dyn Handler> = EchoHandler::new().into_handler();
+/// assert_eq!(shared.name(), "EchoHandler");
+/// ```
 pub trait IntoHandler {
     /// The shared handler.
     fn into_handler(self) -> Arc<dyn Handler>;
@@ -163,6 +171,15 @@ impl<F> FnHandler<F> {
     }
 
     /// Limits each run to `limit` (see [`Handler::time_limit`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use hermes_core::{handler_fn, Handler};
+    ///
+    /// let handler = handler_fn(|_message| async { Ok(true) })
+    ///     .with_time_limit(Duration::from_secs(10));
+    /// assert_eq!(handler.time_limit(), Some(Duration::from_secs(10)));
+    /// ```
     pub fn with_time_limit(mut self, limit: Duration) -> Self {
         self.time_limit = Some(limit);
         self

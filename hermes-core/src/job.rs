@@ -79,6 +79,20 @@ impl Message {
     /// The message type is not checked: the dispatcher only hands a handler of `J` messages
     /// of type `J::TYPE`.
     ///
+    /// ```
+    /// use hermes_core::{Job, Message};
+    /// # #[derive(serde::Serialize, serde::Deserialize, Debug)]
+    /// # struct SendEmail { to: String }
+    /// # impl Job for SendEmail { const TYPE: &'static str = "send-email"; }
+    ///
+    /// let message = Message::builder("send-email")
+    ///     .payload(&serde_json::json!({"to": 42}))
+    ///     .build()?;
+    /// let error = message.to_job::<SendEmail>().unwrap_err().to_string();
+    /// assert!(error.contains("to: invalid type: integer `…`, expected a string"), "{error}");
+    /// # Ok::<(), hermes_core::Error>(())
+    /// ```
+    ///
     /// # Errors
     /// [`Error::InvalidMessage`] when the payload does not fit `J`. The text names the field path
     /// and what was expected, never a payload value.
@@ -99,7 +113,22 @@ impl Message {
 }
 
 impl MessageBuilder {
-    /// A builder for a message of type `J::TYPE` with `job` as its payload.
+    /// A builder for a message of type `J::TYPE` with `job` as its payload, for setting the
+    /// message's other fields.
+    ///
+    /// ```
+    /// use hermes_core::{Job, MessageBuilder};
+    /// # #[derive(serde::Serialize, serde::Deserialize)]
+    /// # struct SendEmail { to: String }
+    /// # impl Job for SendEmail { const TYPE: &'static str = "send-email"; }
+    ///
+    /// let message = MessageBuilder::for_job(&SendEmail { to: "a@b.c".into() })
+    ///     .id("mail-1")
+    ///     .retries(2)
+    ///     .build()?;
+    /// assert_eq!((message.id(), message.retries()), ("mail-1", 2));
+    /// # Ok::<(), hermes_core::Error>(())
+    /// ```
     pub fn for_job<J: Job>(job: &J) -> MessageBuilder {
         let builder = Message::builder(J::TYPE);
         match serde_json::to_value(job) {

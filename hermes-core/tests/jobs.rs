@@ -549,3 +549,29 @@ fn a_handler_that_extends_its_claim_is_not_run_twice_while_it_blocks() {
         }
     }
 }
+
+#[test]
+fn a_job_encodes_to_the_bytes_of_the_same_message_built_by_hand() {
+    use hermes_core::{JsonSerializer, MessageBuilder, Serializer};
+    let job = SendEmail {
+        to: "a/b@c.sk".into(),
+        attempts: 1,
+    };
+    let typed = MessageBuilder::for_job(&job)
+        .id("m-1")
+        .created(1637617498.172724)
+        .build()
+        .unwrap();
+    let by_hand = Message::builder("send-email")
+        .id("m-1")
+        .created(1637617498.172724)
+        .payload(&serde_json::json!({"to": "a/b@c.sk", "attempts": 1}))
+        .build()
+        .unwrap();
+    let bytes = JsonSerializer.serialize(&typed).unwrap();
+    assert_eq!(bytes, JsonSerializer.serialize(&by_hand).unwrap());
+    assert_eq!(
+        String::from_utf8(bytes).unwrap(),
+        r#"{"message":{"id":"m-1","type":"send-email","created":1637617498.172724,"payload":{"to":"a\/b@c.sk","attempts":1},"execute_at":null,"retries":0}}"#
+    );
+}

@@ -178,6 +178,21 @@ impl MemoryDriver {
     /// The messages waiting or delayed (not the claimed ones), without claiming them: the
     /// waiting ones by priority, highest first, each queue in order, then the delayed ones by
     /// due time. Bodies that do not decode are left out.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), hermes_core::Error> {
+    /// use hermes_core::{Driver, Message, DEFAULT_PRIORITY};
+    /// use hermes_testkit::MemoryDriver;
+    ///
+    /// let driver = MemoryDriver::new();
+    /// driver.send(&Message::new("ping"), DEFAULT_PRIORITY).await?;
+    /// let queued = driver.queued_messages();
+    /// assert_eq!(queued[0].0, DEFAULT_PRIORITY);
+    /// assert_eq!(queued[0].1.message_type(), "ping");
+    /// assert_eq!(driver.len(), 1, "nothing was claimed");
+    /// # Ok(()) }
+    /// ```
     pub fn queued_messages(&self) -> Vec<(Priority, Message)> {
         let state = self.lock();
         let waiting = state

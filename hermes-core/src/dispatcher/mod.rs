@@ -118,6 +118,15 @@ impl Dispatcher {
 
     /// Stops any one handler run at `limit` (for handlers without a limit of their own); see
     /// [`DispatcherOptions::time_limit`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use hermes_core::Dispatcher;
+    /// use hermes_testkit::MemoryDriver;
+    ///
+    /// let dispatcher = Dispatcher::new(MemoryDriver::new()).time_limit(Duration::from_secs(60));
+    /// assert_eq!(dispatcher.current_options().time_limit, Some(Duration::from_secs(60)));
+    /// ```
     #[must_use]
     pub fn time_limit(mut self, limit: Duration) -> Self {
         self.options.time_limit = Some(limit);
