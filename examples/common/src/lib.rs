@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use hermes_core::{
-    DEFAULT_PRIORITY, Job, JobContext, JobHandler, Priority, RetryPolicy, async_trait,
+    DEFAULT_PRIORITY, Emitter, Job, JobContext, JobHandler, Priority, RetryPolicy, async_trait,
 };
 use serde::{Deserialize, Serialize};
 
@@ -62,6 +62,23 @@ impl Job for ExportReport {
 
 fn is_zero(seconds: &f64) -> bool {
     *seconds == 0.0
+}
+
+/// What every emit program does: reads `<report> [delay seconds] [high]` from the command line
+/// and queues that export through `emitter`.
+///
+/// # Errors
+/// A message for the user when an argument is not understood, or the emit's error.
+pub async fn emit_from_arguments(emitter: &Emitter) -> Result<(), Box<dyn std::error::Error>> {
+    let (report, delay, priority) = emit_arguments(std::env::args().skip(1))?;
+    emitter
+        .job(&ExportReport::new(&report))
+        .priority(priority)
+        .delay(delay)
+        .send()
+        .await?;
+    println!("queued {report}");
+    Ok(())
 }
 
 /// The arguments of an emit program: `<report> [delay seconds] [high]`.
