@@ -5,6 +5,7 @@
 //! - [`suite`] and [`conformance_suite!`]: the scenarios every driver must pass. A driver crate
 //!   implements [`suite::Harness`] and generates the tests with one line.
 //! - [`LogCapture`]: asserting log lines.
+//! - [`HookedDriver`]: any driver with call counters and hooks that fail chosen calls.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -23,6 +24,7 @@
 //! ```
 
 pub mod bench;
+mod hooked;
 mod logs;
 mod memory;
 mod memory_harness;
@@ -31,6 +33,7 @@ mod serializer_check;
 mod silent;
 pub mod suite;
 
+pub use hooked::{HookedDriver, Op};
 pub use logs::LogCapture;
 pub use memory::{MemoryDriver, MemoryOptions};
 pub use memory_harness::MemoryHarness;
