@@ -5,11 +5,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hermes_core::{
-    Capabilities, DEFAULT_PRIORITY, Delivery, Dispatcher, DispatcherOptions, Driver, Emitter,
-    Error, Handler, HandlerError, Message, Priority, RetryPolicy, SharedFileShutdown, Shutdown,
-    async_trait, handler_fn,
+    DEFAULT_PRIORITY, Dispatcher, DispatcherOptions, Driver, Emitter, Error, Handler, HandlerError,
+    Message, Priority, RetryPolicy, SharedFileShutdown, Shutdown, handler_fn,
 };
-use hermes_testkit::{LogCapture, MemoryDriver};
+use hermes_testkit::{HookedDriver, LogCapture, MemoryDriver, Op};
 
 fn recorder(log: &Arc<Mutex<Vec<String>>>, name: &'static str) -> Arc<dyn Handler> {
     let log = log.clone();
@@ -275,66 +274,29 @@ async fn shutdown_is_checked_while_idle_and_an_old_signal_is_ignored() {
     trigger.await.unwrap();
 }
 
-/// The memory driver with injected failures, for the dispatcher's error handling.
-#[derive(Debug)]
-struct Flaky {
-    inner: MemoryDriver,
-    failures_left: AtomicUsize,
-    temporary: bool,
-}
-
-#[async_trait]
-impl Driver for Flaky {
-    fn name(&self) -> &'static str {
-        "flaky"
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-    fn setup_priority_queue(&self, name: &str, priority: Priority) -> Result<(), Error> {
-        self.inner.setup_priority_queue(name, priority)
-    }
-    async fn send(&self, message: &Message, priority: Priority) -> Result<(), Error> {
-        self.inner.send(message, priority).await
-    }
-    async fn receive(&self, p: &[Priority], wait: Duration) -> Result<Option<Delivery>, Error> {
-        let left = self.failures_left.load(Ordering::SeqCst);
-        if left > 0 {
-            self.failures_left.store(left - 1, Ordering::SeqCst);
-            return Err(if self.temporary {
+/// The memory driver whose first `failures` receives fail, with a temporary error (a lost
+/// connection) or a permanent one, for the dispatcher's error handling.
+fn flaky(failures: usize, temporary: bool) -> Arc<HookedDriver<MemoryDriver>> {
+    let driver = HookedDriver::new(MemoryDriver::new())
+        .named("flaky")
+        .fail_first(Op::Receive, failures, move || {
+            if temporary {
                 Error::connection(
                     "flaky",
                     std::io::Error::from(std::io::ErrorKind::ConnectionReset),
                 )
             } else {
                 Error::driver("flaky", "the queue was deleted", false)
-            });
-        }
-        self.inner.receive(p, wait).await
-    }
-    async fn ack(&self, delivery: &Delivery) -> Result<(), Error> {
-        self.inner.ack(delivery).await
-    }
-    async fn nack(&self, delivery: &Delivery) -> Result<(), Error> {
-        self.inner.nack(delivery).await
-    }
-}
-
-fn flaky(failures: usize, temporary: bool) -> (Arc<Flaky>, MemoryDriver) {
-    let inner = MemoryDriver::new();
-    let driver = Arc::new(Flaky {
-        inner: inner.reopen(),
-        failures_left: AtomicUsize::new(failures),
-        temporary,
-    });
-    (driver, inner)
+            }
+        });
+    Arc::new(driver)
 }
 
 #[tokio::test]
 async fn temporary_driver_errors_are_retried_with_backoff() {
     let (logs, _guard) = LogCapture::install();
-    let (driver, inner) = flaky(3, true);
-    queue(&inner, "f-1", "t", DEFAULT_PRIORITY).await;
+    let driver = flaky(3, true);
+    queue(driver.inner(), "f-1", "t", DEFAULT_PRIORITY).await;
     let calls = Arc::default();
     let mut dispatcher = Dispatcher::from_arc(driver).max_items(1);
     dispatcher.register_handler("t", recorder(&calls, "h"));
@@ -356,7 +318,7 @@ async fn temporary_driver_errors_are_retried_with_backoff() {
 #[tokio::test]
 async fn temporary_errors_that_last_too_long_and_permanent_errors_end_the_loop() {
     let (logs, _guard) = LogCapture::install();
-    let (driver, _inner) = flaky(usize::MAX, true);
+    let driver = flaky(usize::MAX, true);
     let mut options = DispatcherOptions::default();
     options.temporary_error_timeout = Duration::from_millis(500);
     let started = Instant::now();
@@ -371,7 +333,7 @@ async fn temporary_errors_that_last_too_long_and_permanent_errors_end_the_loop()
         "ERROR Exiting hermes dispatcher - driver error: flaky driver lost its connection"
     ));
 
-    let (driver, _inner) = flaky(1, false);
+    let driver = flaky(1, false);
     let err = Dispatcher::from_arc(driver).handle(&[]).await.unwrap_err();
     assert!(!err.is_temporary());
     assert_eq!(

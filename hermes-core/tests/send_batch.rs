@@ -2,70 +2,20 @@
 //! `Emitter::emit_batch`, on the in-memory driver.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use hermes_core::{
-    Capabilities, DEFAULT_PRIORITY, Delivery, Driver, Emitter, Error, Message, Priority,
-    async_trait,
-};
-use hermes_testkit::{LogCapture, MemoryDriver};
+use hermes_core::{DEFAULT_PRIORITY, Driver, Emitter, Error, Message};
+use hermes_testkit::{HookedDriver, LogCapture, MemoryDriver, MemoryOptions, Op};
 
 /// The memory driver, counting the calls of `send` and of its own `send_batch` (one call for
 /// the whole batch).
-#[derive(Debug)]
-struct Counting {
-    inner: MemoryDriver,
-    sends: AtomicUsize,
-    batch_calls: AtomicUsize,
+fn counted(inner: &MemoryDriver) -> Arc<HookedDriver<MemoryDriver>> {
+    Arc::new(HookedDriver::new(inner.reopen()).named("counting"))
 }
 
-impl Counting {
-    fn new(inner: &MemoryDriver) -> Self {
-        Counting {
-            inner: inner.reopen(),
-            sends: AtomicUsize::new(0),
-            batch_calls: AtomicUsize::new(0),
-        }
-    }
-
-    /// (sends, batch calls).
-    fn calls(&self) -> (usize, usize) {
-        (
-            self.sends.load(Ordering::SeqCst),
-            self.batch_calls.load(Ordering::SeqCst),
-        )
-    }
-}
-
-#[async_trait]
-impl Driver for Counting {
-    fn name(&self) -> &'static str {
-        "counting"
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-    fn setup_priority_queue(&self, name: &str, priority: Priority) -> Result<(), Error> {
-        self.inner.setup_priority_queue(name, priority)
-    }
-    async fn send(&self, message: &Message, priority: Priority) -> Result<(), Error> {
-        self.sends.fetch_add(1, Ordering::SeqCst);
-        self.inner.send(message, priority).await
-    }
-    async fn send_batch(&self, messages: &[Message], priority: Priority) -> Result<(), Error> {
-        self.batch_calls.fetch_add(1, Ordering::SeqCst);
-        self.inner.send_batch(messages, priority).await
-    }
-    async fn receive(&self, p: &[Priority], wait: Duration) -> Result<Option<Delivery>, Error> {
-        self.inner.receive(p, wait).await
-    }
-    async fn ack(&self, delivery: &Delivery) -> Result<(), Error> {
-        self.inner.ack(delivery).await
-    }
-    async fn nack(&self, delivery: &Delivery) -> Result<(), Error> {
-        self.inner.nack(delivery).await
-    }
+/// (sends, batch calls).
+fn calls(driver: &HookedDriver<MemoryDriver>) -> (usize, usize) {
+    (driver.calls(Op::Send), driver.calls(Op::SendBatch))
 }
 
 fn batch(prefix: &str, n: usize) -> Vec<Message> {
@@ -106,18 +56,24 @@ async fn the_default_stops_at_the_first_error() {
     assert!(matches!(err, Error::UnknownPriority(5)), "{err}");
     assert!(memory.is_empty());
 
-    let failing = Arc::new(FailsOn {
-        inner: memory.reopen(),
-        id: "e-1",
-    });
-    let driver: Arc<dyn Driver> = failing.clone();
+    // The memory driver keeps the default; with a payload limit, its `send` refuses e-1.
+    let mut options = MemoryOptions::default();
+    options.max_payload = Some(200);
+    let limited = MemoryDriver::with_options(options).unwrap();
+    let mut sent = sent;
+    sent[1] = Message::builder("t")
+        .id("e-1")
+        .payload(&serde_json::json!({ "large": "x".repeat(200) }))
+        .build()
+        .unwrap();
+    let driver: Arc<dyn Driver> = Arc::new(limited.reopen());
     let err = driver
         .send_batch(&sent, DEFAULT_PRIORITY)
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::Driver { .. }), "{err}");
+    assert!(matches!(err, Error::PayloadTooLarge { .. }), "{err}");
     assert_eq!(
-        drain(&memory).await,
+        drain(&limited).await,
         ["e-0"],
         "sent up to the failure, not after"
     );
@@ -129,7 +85,7 @@ async fn an_override_is_kept_behind_arc_and_box() {
     // installs one could leave the log line's callsite disabled for that test.
     let (logs, _guard) = LogCapture::install();
     let memory = MemoryDriver::new();
-    let counting = Arc::new(Counting::new(&memory));
+    let counting = counted(&memory);
     let as_dyn: Arc<dyn Driver> = counting.clone();
     as_dyn
         .send_batch(&batch("a", 3), DEFAULT_PRIORITY)
@@ -144,7 +100,7 @@ async fn an_override_is_kept_behind_arc_and_box() {
         .emit_batch(&batch("c", 4), DEFAULT_PRIORITY)
         .await
         .unwrap();
-    assert_eq!(counting.calls(), (0, 3), "(sends, batch calls)");
+    assert_eq!(calls(&counting), (0, 3), "(sends, batch calls)");
     assert_eq!(logs.count_starting_with("INFO Emitter send message #c-"), 4);
     assert_eq!(drain(&memory).await.len(), 9);
 }
@@ -153,12 +109,12 @@ async fn an_override_is_kept_behind_arc_and_box() {
 async fn emit_batch_logs_each_message_after_the_driver_has_them() {
     let (logs, _guard) = LogCapture::install();
     let memory = MemoryDriver::new();
-    let counting = Arc::new(Counting::new(&memory));
+    let counting = counted(&memory);
     let emitter = Emitter::from_arc(counting.clone());
 
     emitter.emit_batch(&[], DEFAULT_PRIORITY).await.unwrap();
     assert_eq!(
-        counting.calls(),
+        calls(&counting),
         (0, 0),
         "an empty batch does not reach the driver"
     );
@@ -185,39 +141,4 @@ async fn emit_batch_logs_each_message_after_the_driver_has_them() {
     assert!(matches!(err, Error::UnknownPriority(5)), "{err}");
     assert_eq!(logs.lines().len(), 4, "a failed batch logs nothing");
     assert_eq!(drain(&memory).await.len(), 4);
-}
-
-/// The memory driver whose `send` fails for one id; `send_batch` is the trait's default.
-#[derive(Debug)]
-struct FailsOn {
-    inner: MemoryDriver,
-    id: &'static str,
-}
-
-#[async_trait]
-impl Driver for FailsOn {
-    fn name(&self) -> &'static str {
-        "fails-on"
-    }
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-    fn setup_priority_queue(&self, name: &str, priority: Priority) -> Result<(), Error> {
-        self.inner.setup_priority_queue(name, priority)
-    }
-    async fn send(&self, message: &Message, priority: Priority) -> Result<(), Error> {
-        if message.id() == self.id {
-            return Err(Error::driver("fails-on", "deliberate failure", false));
-        }
-        self.inner.send(message, priority).await
-    }
-    async fn receive(&self, p: &[Priority], wait: Duration) -> Result<Option<Delivery>, Error> {
-        self.inner.receive(p, wait).await
-    }
-    async fn ack(&self, delivery: &Delivery) -> Result<(), Error> {
-        self.inner.ack(delivery).await
-    }
-    async fn nack(&self, delivery: &Delivery) -> Result<(), Error> {
-        self.inner.nack(delivery).await
-    }
 }

@@ -5,11 +5,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::{RabbitHarness, amqp_url, rabbitmqctl, ready};
+use common::{RabbitHarness, amqp_url, rabbitmqctl, ready, take_raw};
 use hermes_core::{DEFAULT_PRIORITY, Driver, Error, Message};
 use hermes_rabbitmq::{RabbitMqDriver, RabbitMqOptions, UndecodableAction};
 use hermes_testkit::suite::{Harness, available_or_skip, strict, unique_queue_name};
-use lapin::options::{BasicAckOptions, BasicGetOptions, QueueDeclareOptions};
+use lapin::options::QueueDeclareOptions;
 use lapin::types::FieldTable;
 
 const HIGH: i32 = DEFAULT_PRIORITY + 100;
@@ -200,17 +200,8 @@ async fn an_undecodable_body_is_rejected_to_the_dead_letter_policy() {
             quarantined,
             "{action:?}"
         );
-        let got = channel
-            .basic_get(dead.as_str().into(), BasicGetOptions::default())
-            .await
-            .unwrap()
-            .expect("the body was dead-lettered");
-        assert_eq!(got.delivery.data, b"not json");
-        got.delivery
-            .acker
-            .ack(BasicAckOptions::default())
-            .await
-            .unwrap();
+        let (body, _) = take_raw(&dead).await.expect("the body was dead-lettered");
+        assert_eq!(body, b"not json");
 
         let _ = rabbitmqctl(&["clear_policy", &policy]);
         let _ = channel

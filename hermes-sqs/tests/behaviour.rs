@@ -1,6 +1,6 @@
-//! The SQS driver against plain SDK clients (Hermes' wire format both ways), delays longer
-//! than SQS allows, priorities without a long poll per empty queue, batched sends, batches
-//! given back on shutdown, the quarantine, and a server that cannot be reached.
+//! The SQS driver against plain SDK clients, delays longer than SQS allows, priorities without
+//! a long poll per empty queue, batched sends, batches given back on shutdown, the quarantine,
+//! and a server that cannot be reached.
 
 mod common;
 
@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{client, count, open, options, queue_url, sqs_or_skip};
+use common::{client, count, open, options, queue_url, sqs_or_skip, take_raw};
 use hermes_core::time::unix_now;
 use hermes_core::{
     DEFAULT_PRIORITY, Dispatcher, Driver, Error, JsonSerializer, Message, Serializer,
@@ -33,83 +33,6 @@ async fn send_raw(client: &Client, queue: &str, body: &str) {
         .send()
         .await
         .expect("sending with the SDK");
-}
-
-/// Takes the bodies of the existing queue called `queue` with the plain SDK, deleting them.
-async fn take_raw(client: &Client, queue: &str) -> Vec<String> {
-    let url = client
-        .get_queue_url()
-        .queue_name(queue)
-        .send()
-        .await
-        .expect("the queue exists")
-        .queue_url
-        .expect("a queue URL");
-    let received = client
-        .receive_message()
-        .queue_url(&url)
-        .max_number_of_messages(10)
-        .wait_time_seconds(1)
-        .send()
-        .await
-        .expect("receiving with the SDK");
-    let mut bodies = Vec::new();
-    for message in received.messages.unwrap_or_default() {
-        client
-            .delete_message()
-            .queue_url(&url)
-            .set_receipt_handle(message.receipt_handle)
-            .send()
-            .await
-            .expect("deleting with the SDK");
-        bodies.extend(message.body);
-    }
-    bodies
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hermes_json_from_a_plain_client_is_handled_and_ours_reads_back_raw() {
-    if !sqs_or_skip().await {
-        return;
-    }
-    let queue = unique_queue_name("wire");
-    let sdk = client().await;
-    send_raw(&sdk, &queue, PHP_JSON).await;
-    let driver = open(&queue, options()).await;
-    let d = driver
-        .receive(&[], Duration::from_secs(5))
-        .await
-        .unwrap()
-        .expect("the PHP message");
-    let m = d.message();
-    assert_eq!(
-        (m.id(), m.message_type(), m.created(), m.retries()),
-        ("php-1", "send-email", 1637617498.172724, 0)
-    );
-    assert_eq!(m.payload().unwrap()["to"], "a/b@x.sk");
-    assert_eq!(m.payload().unwrap()["name"], "Žltý kôň");
-    driver.ack(&d).await.unwrap();
-
-    let ours = Message::builder("send-email")
-        .id("rust-1")
-        .created(1700000000.0)
-        .payload(&serde_json::json!({"to": "a/b@x.sk"}))
-        .build()
-        .unwrap();
-    driver.send(&ours, DEFAULT_PRIORITY).await.unwrap();
-    let bodies = take_raw(&sdk, &queue).await;
-    assert_eq!(
-        bodies,
-        [
-            r#"{"message":{"id":"rust-1","type":"send-email","created":1700000000,"payload":{"to":"a\/b@x.sk"},"execute_at":null,"retries":0}}"#
-        ]
-    );
-    assert_eq!(
-        bodies[0].as_bytes(),
-        JsonSerializer.serialize(&ours).unwrap(),
-        "the body is Hermes' JSON, unchanged"
-    );
-    common::cleanup(&queue).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -184,7 +107,7 @@ async fn a_plain_consumer_never_gets_a_long_delay_early() {
     let mut arrived = None;
     let give_up = Instant::now() + Duration::from_secs(20);
     while arrived.is_none() && Instant::now() < give_up {
-        let bodies = take_raw(&client, &queue).await;
+        let bodies = take_raw(&client, &queue, 10).await;
         let now = unix_now();
         if !bodies.is_empty() {
             assert_eq!(
@@ -413,7 +336,7 @@ async fn take_all_raw(client: &Client, queue: &str, n: usize) -> Vec<String> {
     let start = Instant::now();
     let mut bodies = Vec::new();
     while bodies.len() < n && start.elapsed() < Duration::from_secs(15) {
-        bodies.extend(take_raw(client, queue).await);
+        bodies.extend(take_raw(client, queue, 10).await);
     }
     bodies.sort();
     bodies
@@ -627,7 +550,10 @@ async fn an_undecodable_body_moves_unchanged_to_the_quarantine() {
         "quotes the body: {text}"
     );
     assert_eq!(driver.quarantine_queue(), quarantine_queue(&queue));
-    assert_eq!(take_raw(&sdk, &quarantine_queue(&queue)).await, [garbage]);
+    assert_eq!(
+        take_raw(&sdk, &quarantine_queue(&queue), 10).await,
+        [garbage]
+    );
     assert_eq!(count(&sdk, &queue).await, 0, "deleted from the queue");
     common::cleanup(&queue).await;
 }

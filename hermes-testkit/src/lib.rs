@@ -1,30 +1,46 @@
-//! Testing Hermes drivers: an in-memory driver, the conformance suite every driver runs, and
-//! helpers for tests.
+//! Testing with Hermes: your jobs, and drivers. An in-memory driver, helpers for testing your
+//! own jobs, the conformance suite every driver runs, and helpers for tests.
 //!
 //! - [`MemoryDriver`]: a full-featured queue in memory, for tests and examples.
+//! - [`perform_job`] and [`MemoryDriver::queued_jobs`]: testing your own jobs, by running one
+//!   through its handlers in process and by seeing what your code queued.
 //! - [`suite`] and [`conformance_suite!`]: the scenarios every driver must pass. A driver crate
 //!   implements [`suite::Harness`] and generates the tests with one line.
 //! - [`LogCapture`]: asserting log lines.
-//! - [`perform_job`] and [`MemoryDriver::queued_jobs`]: testing your own jobs, by running one
-//!   through its handlers in process and by seeing what your code queued.
+//! - [`HookedDriver`]: any driver with call counters and hooks that fail chosen calls.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), hermes_core::Error> {
-//! use std::time::Duration;
-//! use hermes_core::{Driver, Message, DEFAULT_PRIORITY};
-//! use hermes_testkit::MemoryDriver;
+//! use hermes_core::{Dispatcher, Emitter, Job, JobContext};
+//! use hermes_testkit::{MemoryDriver, perform_job};
+//! use serde::{Deserialize, Serialize};
 //!
+//! #[derive(Debug, PartialEq, Serialize, Deserialize)]
+//! struct Ping {
+//!     n: u32,
+//! }
+//! impl Job for Ping {
+//!     const TYPE: &'static str = "ping";
+//! }
+//!
+//! // What the code under test queued…
 //! let driver = MemoryDriver::new();
-//! driver.send(&Message::new("ping"), DEFAULT_PRIORITY).await?;
-//! let delivery = driver.receive(&[], Duration::from_secs(1)).await?.expect("a message");
-//! assert_eq!(delivery.message().message_type(), "ping");
-//! driver.ack(&delivery).await?;
-//! assert!(driver.is_empty());
+//! Emitter::new(driver.clone()).emit_job(&Ping { n: 1 }).await?;
+//! assert_eq!(driver.queued_jobs::<Ping>(), [Ping { n: 1 }]);
+//!
+//! // …and what its handler makes of a job.
+//! let mut dispatcher = Dispatcher::new(driver);
+//! dispatcher.register_job(|ping: Ping, _: JobContext| async move {
+//!     if ping.n == 0 { Err("zero") } else { Ok(()) }
+//! });
+//! assert!(perform_job(&dispatcher, &Ping { n: 1 }).await.succeeded());
+//! assert!(!perform_job(&dispatcher, &Ping { n: 0 }).await.succeeded());
 //! # Ok(()) }
 //! ```
 
 pub mod bench;
+mod hooked;
 mod job_testing;
 mod logs;
 mod memory;
@@ -34,6 +50,7 @@ mod serializer_check;
 mod silent;
 pub mod suite;
 
+pub use hooked::{HookedDriver, Op};
 pub use job_testing::perform_job;
 pub use logs::LogCapture;
 pub use memory::{MemoryDriver, MemoryOptions};

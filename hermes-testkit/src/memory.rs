@@ -170,6 +170,23 @@ impl MemoryDriver {
         Ok(())
     }
 
+    /// Takes the oldest waiting message of the queue of `priority` off it and returns its
+    /// bytes as stored, undecoded, as a foreign consumer could; `None` when none is waiting
+    /// (delayed and claimed messages are not waiting until they are due or their claim ends).
+    ///
+    /// # Errors
+    /// [`Error::UnknownPriority`] when no queue is set up for `priority`.
+    pub fn pull_raw(&self, priority: Priority) -> Result<Option<Vec<u8>>, Error> {
+        let mut state = self.lock();
+        state.promote_due(unix_now());
+        state.expire_leases(Instant::now());
+        let queue = state
+            .queues
+            .get_mut(&priority)
+            .ok_or(Error::UnknownPriority(priority))?;
+        Ok(queue.ready.pop_front().map(|body| body.to_vec()))
+    }
+
     /// The undecodable inputs moved to quarantine, oldest first.
     pub fn quarantined(&self) -> Vec<Vec<u8>> {
         self.lock().quarantine.iter().map(|b| b.to_vec()).collect()

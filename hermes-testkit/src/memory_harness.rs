@@ -64,6 +64,10 @@ impl Harness for MemoryHarness {
         self.existing(queue)?.push_raw(DEFAULT_PRIORITY, bytes)
     }
 
+    async fn pull_raw(&self, queue: &str) -> Result<Option<Vec<u8>>, Error> {
+        self.existing(queue)?.pull_raw(DEFAULT_PRIORITY)
+    }
+
     async fn quarantined(&self, queue: &str) -> Result<usize, Error> {
         Ok(self.existing(queue)?.quarantined().len())
     }

@@ -5,7 +5,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use hermes_core::{
-    Capabilities, DEFAULT_PRIORITY, Delivery, Driver, Error, Message, Priority, async_trait,
+    Capabilities, DEFAULT_PRIORITY, DecodeError, Delivery, Driver, Error, JsonSerializer, Message,
+    Priority, Serializer, async_trait,
 };
 use hermes_testkit::suite::{self, Harness, scenarios};
 use hermes_testkit::{MemoryDriver, MemoryHarness};
@@ -24,6 +25,25 @@ enum Fault {
     LowestFirst,
     /// `send_batch` leaves out the last message of a batch.
     BatchLosesOne,
+    /// `send` puts the message on the queue twice.
+    SendsTwice,
+    /// Messages are written with `/` unescaped: JSON a decoder reads as the same message, but
+    /// not the bytes PHP Hermes writes.
+    UnescapedSlashes,
+}
+
+/// Hermes' JSON with `/` left unescaped.
+#[derive(Debug)]
+struct UnescapedSlashes;
+
+impl Serializer for UnescapedSlashes {
+    fn serialize(&self, message: &Message) -> Result<Vec<u8>, Error> {
+        let json = String::from_utf8(JsonSerializer.serialize(message)?).expect("JSON is text");
+        Ok(json.replace("\\/", "/").into_bytes())
+    }
+    fn deserialize(&self, bytes: &[u8]) -> Result<Message, DecodeError> {
+        JsonSerializer.deserialize(bytes)
+    }
 }
 
 #[derive(Debug)]
@@ -55,6 +75,10 @@ impl Driver for Faulty {
                     .retries(message.retries())
                     .build()?;
                 self.inner.send(&now, priority).await
+            }
+            Fault::SendsTwice => {
+                self.inner.send(message, priority).await?;
+                self.inner.send(message, priority).await
             }
             _ => self.inner.send(message, priority).await,
         }
@@ -104,13 +128,20 @@ struct FaultyHarness(MemoryHarness, Fault);
 impl Harness for FaultyHarness {
     type Driver = Faulty;
     async fn open(&self, queue: &str) -> Result<Faulty, Error> {
+        let inner = self.0.open(queue).await?;
         Ok(Faulty {
-            inner: self.0.open(queue).await?,
+            inner: match self.1 {
+                Fault::UnescapedSlashes => inner.with_serializer(UnescapedSlashes),
+                _ => inner,
+            },
             fault: self.1,
         })
     }
     async fn push_raw(&self, queue: &str, bytes: &[u8]) -> Result<(), Error> {
         self.0.push_raw(queue, bytes).await
+    }
+    async fn pull_raw(&self, queue: &str) -> Result<Option<Vec<u8>>, Error> {
+        self.0.pull_raw(queue).await
     }
     async fn quarantined(&self, queue: &str) -> Result<usize, Error> {
         self.0.quarantined(queue).await
@@ -187,6 +218,16 @@ must_fail!(
     send_batch_delivers_each
 );
 must_fail!(
+    a_foreign_wire_format_fails,
+    Fault::UnescapedSlashes,
+    php_json_in_hermes_json_out
+);
+must_fail!(
+    a_duplicated_send_fails_the_wire_check,
+    Fault::SendsTwice,
+    php_json_in_hermes_json_out
+);
+must_fail!(
     at_most_once_fails,
     Fault::AcksOnReceive,
     vanished_instance_message_redelivered
@@ -205,6 +246,9 @@ impl Harness for Unreachable {
         unreachable!("a scenario ran although the server is unavailable")
     }
     async fn push_raw(&self, _queue: &str, _bytes: &[u8]) -> Result<(), Error> {
+        unreachable!()
+    }
+    async fn pull_raw(&self, _queue: &str) -> Result<Option<Vec<u8>>, Error> {
         unreachable!()
     }
     async fn quarantined(&self, _queue: &str) -> Result<usize, Error> {

@@ -63,6 +63,28 @@ pub fn drop_file(dir: &Path, queue: &str, bytes: &[u8]) -> PathBuf {
     path
 }
 
+/// Takes the oldest message file of `<dir>/<queue>/new/` (the first name in name order, which
+/// is due order) as another program could: its bytes, and the file removed. `None` when there
+/// is none.
+pub fn take_file(dir: &Path, queue: &str) -> std::io::Result<Option<Vec<u8>>> {
+    let new = dir.join(queue).join("new");
+    let entries = match std::fs::read_dir(&new) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        entries => entries?,
+    };
+    let mut names = entries
+        .map(|entry| entry.map(|e| e.file_name()))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    names.sort();
+    let Some(oldest) = names.first() else {
+        return Ok(None);
+    };
+    let path = new.join(oldest);
+    let bytes = std::fs::read(&path)?;
+    std::fs::remove_file(&path)?;
+    Ok(Some(bytes))
+}
+
 /// Runs only the test `test` of this binary in a child process (as the unprivileged user
 /// `nobody` when asked), with `HERMES_FS_CHILD` set to `value`, and checks that it passed.
 pub fn run_in_child(test: &str, value: &std::path::Path, as_nobody: bool) {
@@ -139,6 +161,11 @@ impl Harness for FsHarness {
     async fn push_raw(&self, queue: &str, bytes: &[u8]) -> Result<(), Error> {
         drop_file(self.dir.path(), queue, bytes);
         Ok(())
+    }
+
+    async fn pull_raw(&self, queue: &str) -> Result<Option<Vec<u8>>, Error> {
+        take_file(self.dir.path(), queue)
+            .map_err(|e| Error::io(format!("taking a file of {queue}"), e))
     }
 
     async fn quarantined(&self, queue: &str) -> Result<usize, Error> {

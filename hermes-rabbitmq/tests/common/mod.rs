@@ -8,7 +8,8 @@ use hermes_core::{Error, async_trait};
 use hermes_rabbitmq::{RabbitMqDriver, RabbitMqOptions, exchanges_of, quarantine_queue, queues_of};
 use hermes_testkit::suite::Harness;
 use lapin::options::{
-    BasicPublishOptions, ExchangeDeleteOptions, QueueDeclareOptions, QueueDeleteOptions,
+    BasicGetOptions, BasicPublishOptions, ExchangeDeleteOptions, QueueDeclareOptions,
+    QueueDeleteOptions,
 };
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Connection, ConnectionProperties};
@@ -59,6 +60,21 @@ pub async fn publish_raw(queue: &str, bytes: &[u8]) {
         .await
         .expect("the publish");
     let _ = connection.close(200, "bye".into()).await;
+}
+
+/// Takes the oldest message of the existing `queue` with a plain client, as a program without
+/// Hermes would (`basic.get` without acknowledgement): its body and properties; `None` when
+/// none is ready.
+pub async fn take_raw(queue: &str) -> Option<(Vec<u8>, BasicProperties)> {
+    let connection = raw().await.expect("the broker is reachable");
+    let channel = connection.create_channel().await.expect("a channel");
+    let no_ack = BasicGetOptions { no_ack: true };
+    let got = channel
+        .basic_get(queue.into(), no_ack)
+        .await
+        .expect("getting a message");
+    let _ = connection.close(200, "bye".into()).await;
+    got.map(|got| (got.delivery.data, got.delivery.properties))
 }
 
 /// How many messages wait in `queue`, ready for delivery (0 when it does not exist).
@@ -118,6 +134,10 @@ impl Harness for RabbitHarness {
         let _ = connection.close(200, "bye".into()).await;
         publish_raw(queue, bytes).await;
         Ok(())
+    }
+
+    async fn pull_raw(&self, queue: &str) -> Result<Option<Vec<u8>>, Error> {
+        Ok(take_raw(queue).await.map(|(body, _)| body))
     }
 
     async fn quarantined(&self, queue: &str) -> Result<usize, Error> {

@@ -184,6 +184,12 @@ impl Harness for RedisHarness {
         Ok(())
     }
 
+    /// `SPOP`, as PHP Hermes takes a message: any member of the default set.
+    async fn pull_raw(&self, queue: &str) -> Result<Option<Vec<u8>>, Error> {
+        let key = self.0.key(queue, queue);
+        Ok(self.0.cmd(&[b"SPOP", key.as_bytes()]).await)
+    }
+
     async fn quarantined(&self, queue: &str) -> Result<usize, Error> {
         let key = self.0.key(queue, &format!("{queue}_quarantine"));
         Ok(self.0.cmd::<usize>(&[b"LLEN", key.as_bytes()]).await)

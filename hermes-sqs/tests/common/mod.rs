@@ -110,6 +110,39 @@ pub async fn queue_url(client: &Client, name: &str) -> String {
         .expect("a queue URL")
 }
 
+/// Takes up to `max` bodies (at most 10) off the existing queue called `queue` with the plain
+/// SDK, as a PHP worker would, deleting them; waits up to 1 s for the first.
+pub async fn take_raw(client: &Client, queue: &str, max: i32) -> Vec<String> {
+    let url = client
+        .get_queue_url()
+        .queue_name(queue)
+        .send()
+        .await
+        .expect("the queue exists")
+        .queue_url
+        .expect("a queue URL");
+    let received = client
+        .receive_message()
+        .queue_url(&url)
+        .max_number_of_messages(max)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .expect("receiving with the SDK");
+    let mut bodies = Vec::new();
+    for message in received.messages.unwrap_or_default() {
+        client
+            .delete_message()
+            .queue_url(&url)
+            .set_receipt_handle(message.receipt_handle)
+            .send()
+            .await
+            .expect("deleting with the SDK");
+        bodies.extend(message.body);
+    }
+    bodies
+}
+
 /// How many messages the queue called `name` holds (visible, claimed or delayed); 0 when it
 /// does not exist.
 pub async fn count(client: &Client, name: &str) -> usize {
@@ -185,6 +218,12 @@ impl Harness for SqsHarness {
             .await
             .expect("sending a raw message");
         Ok(())
+    }
+
+    /// The body is text: its UTF-8 bytes.
+    async fn pull_raw(&self, queue: &str) -> Result<Option<Vec<u8>>, Error> {
+        let body = take_raw(&client().await, queue, 1).await.pop();
+        Ok(body.map(String::into_bytes))
     }
 
     /// An SQS body is non-empty text of the characters XML allows (carriage returns left out

@@ -16,13 +16,22 @@ pub trait Harness: Send + Sync + 'static {
         Ok(())
     }
 
-    /// Opens a driver instance whose default queue is called `queue`. Every call opens a new,
+    /// Opens a driver instance whose default queue is called `queue`, with the driver's default
+    /// serializer (Hermes' JSON, as the scenarios push and read it). Every call opens a new,
     /// independent instance (as another process would) on the same queue.
     async fn open(&self, queue: &str) -> Result<Self::Driver, Error>;
 
     /// Puts `bytes` on the default queue called `queue` as a foreign producer would, without
     /// going through the driver's serializer.
     async fn push_raw(&self, queue: &str, bytes: &[u8]) -> Result<(), Error>;
+
+    /// Takes the oldest waiting message off the default queue called `queue` as a foreign
+    /// consumer (a PHP worker) would, without going through the driver's serializer, and
+    /// returns its body as that consumer reads it: the bytes on the backend, or the bytes of
+    /// the text where the backend carries bodies as text (SQS). `None` when no message is
+    /// waiting; a backend that is not ordered (a Redis set) gives any one. It may wait briefly
+    /// (a short poll) for a message just sent.
+    async fn pull_raw(&self, queue: &str) -> Result<Option<Vec<u8>>, Error>;
 
     /// Whether [`push_raw`](Harness::push_raw) can carry `bytes` unchanged (an SQS body, say,
     /// is non-empty text without most control characters). Scenarios with random input push
@@ -69,6 +78,10 @@ impl<H: Harness> Harness for DynHarness<H> {
 
     async fn push_raw(&self, queue: &str, bytes: &[u8]) -> Result<(), Error> {
         self.0.push_raw(queue, bytes).await
+    }
+
+    async fn pull_raw(&self, queue: &str) -> Result<Option<Vec<u8>>, Error> {
+        self.0.pull_raw(queue).await
     }
 
     fn carries_raw(&self, bytes: &[u8]) -> bool {

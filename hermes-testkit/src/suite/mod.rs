@@ -139,6 +139,7 @@ macro_rules! conformance_suite {
     ($harness:expr) => {
         $crate::conformance_suite!(@tests $harness;
             round_trip_keeps_every_field,
+            php_json_in_hermes_json_out,
             unknown_priority_fails,
             highest_priority_first,
             priority_filter,

@@ -131,6 +131,75 @@ pub async fn round_trip_keeps_every_field<H: Harness>(h: &H, queue: &str) -> Out
     Outcome::Passed
 }
 
+/// A message as PHP Hermes writes it: `/` escaped, non-ASCII as `\u` escapes.
+const PHP_JSON: &str = r#"{"message":{"id":"php-1","type":"send-email","created":1637617498.172724,"payload":{"to":"a\/b@x.sk","name":"\u017dlt\u00fd k\u00f4\u0148"},"execute_at":null,"retries":0}}"#;
+
+/// The bytes PHP Hermes writes for the message [`php_json_in_hermes_json_out`] sends.
+const HERMES_JSON: &str = r#"{"message":{"id":"rust-1","type":"send-email","created":1700000000,"payload":{"to":"a\/b@x.sk","name":"\u017dlt\u00fd k\u00f4\u0148"},"execute_at":1700000100.5,"retries":3}}"#;
+
+/// PHP and Rust share a queue: a message PHP Hermes wrote, put on the queue as raw bytes, is
+/// delivered with every field as PHP wrote it, and a message the driver sends lies on the queue
+/// as exactly the bytes PHP Hermes writes for it (Hermes' JSON), and nothing else.
+pub async fn php_json_in_hermes_json_out<H: Harness>(h: &H, queue: &str) -> Outcome {
+    if !h.carries_raw(PHP_JSON.as_bytes()) {
+        return Outcome::Skipped("the harness cannot push PHP's JSON unchanged".to_owned());
+    }
+    let payload = json!({"to": "a/b@x.sk", "name": "Žltý kôň"});
+    let worker = open(h, queue).await;
+    h.push_raw(queue, PHP_JSON.as_bytes())
+        .await
+        .expect("pushing PHP's JSON");
+    let got = expect_one(&worker, &[]).await;
+    let php = Message::builder("send-email")
+        .id("php-1")
+        .created(1637617498.172724)
+        .payload(&payload)
+        .build()
+        .unwrap();
+    assert_eq!(got.message(), &php, "PHP's message, field by field");
+    let m = got.message();
+    assert_eq!((m.execute_at(), m.retries()), (None, 0));
+    let keys: Vec<_> = m.payload().unwrap().as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["to", "name"], "payload keys keep their order");
+    assert_eq!(got.priority(), DEFAULT_PRIORITY);
+    ack(&worker, &got).await;
+    // A worker that is done gives back what it took ahead, as the dispatcher has it do.
+    worker.flush().await.expect("flushing");
+
+    let emitter = open(h, queue).await;
+    let ours = Message::builder("send-email")
+        .id("rust-1")
+        .created(1700000000.0)
+        .payload(&payload)
+        .execute_at(1700000100.5)
+        .retries(3)
+        .build()
+        .unwrap();
+    send(&emitter, &ours, DEFAULT_PRIORITY).await;
+    let raw = h
+        .pull_raw(queue)
+        .await
+        .expect("pulling raw bytes")
+        .expect("the message sent is not on the queue");
+    assert_eq!(
+        String::from_utf8_lossy(&raw),
+        HERMES_JSON,
+        "the bytes on the queue are not Hermes' JSON"
+    );
+    assert_eq!(
+        raw,
+        JsonSerializer.serialize(&ours).expect("encoding"),
+        "the bytes on the queue are not what JsonSerializer writes"
+    );
+    if let Some(more) = h.pull_raw(queue).await.expect("pulling raw bytes") {
+        panic!(
+            "after one send, a second body of {} bytes is on the queue",
+            more.len()
+        );
+    }
+    Outcome::Passed
+}
+
 /// Sending to a priority without a queue, and receiving with a filter naming one, fail with
 /// `UnknownPriority`; nothing is sent.
 pub async fn unknown_priority_fails<H: Harness>(h: &H, queue: &str) -> Outcome {
