@@ -12,7 +12,7 @@ use hermes_core::{
 };
 
 use crate::client::{RedisClient, Reply};
-use crate::keys::Keys;
+use crate::naming::Keys;
 use crate::scripts::Script;
 use crate::{DeliveryMode, RedisOptions};
 

@@ -29,7 +29,8 @@ mod client_redis;
 mod config;
 mod connect;
 mod driver;
-mod keys;
+mod error;
+mod naming;
 mod scripts;
 mod shutdown;
 
@@ -42,3 +43,10 @@ pub use config::{DeliveryMode, RedisOptions};
 pub use driver::{ACK_DELAY, RedisSetDriver};
 pub use scripts::Script;
 pub use shutdown::RedisShutdown;
+
+/// The driver's name on the `redis` crate (`RedisRsClient`): what
+/// [`Driver::name`](hermes_core::Driver::name) returns, and the `driver` of its errors.
+pub const NAME: &str = "redis";
+
+/// The driver's name on `fred` (`FredClient`), as [`NAME`] is on the `redis` crate.
+pub const FRED_NAME: &str = "redis-fred";
