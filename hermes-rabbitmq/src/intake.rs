@@ -72,13 +72,14 @@ impl RabbitMqDriver {
                 .map(drop)
                 .map_err(lapin_error);
         }
-        session.flows.delivered(queue);
-        self.inner.buffer.push(Buffered::Message {
-            priority,
-            queue: queue.to_owned(),
-            message,
-            acker: delivery.acker,
-            session: session.clone(),
+        session.flows.delivered(queue, || {
+            self.inner.buffer.push(Buffered::Message {
+                priority,
+                queue: queue.to_owned(),
+                message,
+                acker: delivery.acker,
+                session: session.clone(),
+            });
         });
         Ok(())
     }

@@ -52,12 +52,15 @@ impl Flows {
         }
     }
 
-    /// Counts a message of `queue` delivered to this session.
-    pub(crate) fn delivered(&self, queue: &str) {
+    /// Counts a message of `queue` delivered to this session, and files it with `file` before
+    /// the count shows: a `receive` that finds the queue's consumer full finds the message
+    /// filed, and the message's acknowledgement comes after the count.
+    pub(crate) fn delivered(&self, queue: &str, file: impl FnOnce()) {
         let mut flows = self.lock();
         let flow = flows.entry(queue.to_owned()).or_default();
         flow.unacked += 1;
         flow.refill_until = None;
+        file();
     }
 
     /// Counts a message of `queue` acknowledged (or given back).
@@ -148,6 +151,8 @@ impl RabbitMqDriver {
                 }
             }
         }
+        // The highest priority buffered now: a message filed since `best` was read (its
+        // consumer found full above) is taken instead.
         let Some(item) = self.inner.buffer.take(&selected) else {
             return Ok(Pick::Nothing);
         };
