@@ -21,6 +21,8 @@
 //! # Ok(()) }
 //! ```
 
+mod acks;
+mod claim;
 mod client;
 #[cfg(feature = "fred")]
 mod client_fred;
@@ -31,16 +33,19 @@ mod connect;
 mod driver;
 mod error;
 mod naming;
+mod prefetch;
+mod schedule;
 mod scripts;
 mod shutdown;
 
+pub use acks::ACK_DELAY;
 pub use client::{COMMAND_TIMEOUT, RedisClient, Reply};
 #[cfg(feature = "fred")]
 pub use client_fred::FredClient;
 #[cfg(feature = "redis-rs")]
 pub use client_redis::RedisRsClient;
 pub use config::{DeliveryMode, RedisOptions};
-pub use driver::{ACK_DELAY, RedisSetDriver};
+pub use driver::RedisSetDriver;
 pub use scripts::Script;
 pub use shutdown::RedisShutdown;
 
