@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 
 use crate::queue::{Head, QueueDir};
 use crate::watch::Watcher;
-use crate::{FileSystemOptions, NAME, name};
+use crate::{FileSystemOptions, NAME, naming};
 
 /// How often a watched folder is read whole anyway, in case a notification was lost.
 const SAFETY_RESCAN: Duration = Duration::from_secs(60);
@@ -309,7 +309,7 @@ impl FileSystemDriver {
                     }
                     Head::Empty => break,
                 };
-                let claimed = name::claimed_file(unix_now(), &file);
+                let claimed = naming::claimed_file(unix_now(), &file);
                 let Some(body) = queue.claim(&file, &claimed)? else {
                     continue;
                 };
@@ -454,7 +454,7 @@ impl Driver for FileSystemDriver {
         let mut claimed = receipt.claimed.lock().unwrap_or_else(|e| e.into_inner());
         // A claim expires at claim time + visibility timeout.
         let claim_time = unix_now() + by.as_secs_f64() - visibility.as_secs_f64();
-        let renamed = name::claimed_file(claim_time, &receipt.file);
+        let renamed = naming::claimed_file(claim_time, &receipt.file);
         if receipt.queue.reclaim_as(&claimed, &renamed)? {
             *claimed = renamed;
             Ok(())

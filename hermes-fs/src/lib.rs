@@ -36,12 +36,13 @@ compile_error!("hermes-fs needs a Unix system: it relies on atomic rename and in
 mod config;
 mod driver;
 mod error;
-mod name;
+mod naming;
 mod queue;
 mod watch;
 
 pub use config::FileSystemOptions;
 pub use driver::FileSystemDriver;
 
-/// The driver's name in logs and errors.
-pub(crate) const NAME: &str = "filesystem";
+/// The driver's name: what [`Driver::name`](hermes_core::Driver::name) returns, and the
+/// `driver` of its errors.
+pub const NAME: &str = "filesystem";

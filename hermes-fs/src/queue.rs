@@ -12,7 +12,7 @@ use std::sync::{Mutex, MutexGuard};
 use hermes_core::Error;
 
 use crate::error::io_error;
-use crate::name;
+use crate::naming;
 
 /// The folders of one queue and what this process knows about its `new/` folder.
 #[derive(Debug)]
@@ -37,7 +37,7 @@ pub(crate) struct Waiting {
 impl Waiting {
     /// The entry of `file_name`, when it is a message file name.
     fn of(file_name: &str) -> Option<Self> {
-        name::due_of(file_name).map(|due| Waiting {
+        naming::due_of(file_name).map(|due| Waiting {
             due,
             name: file_name.to_owned(),
         })
@@ -133,7 +133,7 @@ impl QueueDir {
     /// so a reader never sees a partial file. With `durable`, the file and `new/` are flushed to
     /// disk first. Returns the file name.
     pub(crate) fn write(&self, body: &[u8], due: f64, durable: bool) -> Result<String, Error> {
-        let file_name = name::message_file(due);
+        let file_name = naming::message_file(due);
         let tmp_path = self.tmp.join(&file_name);
         let written = fs::OpenOptions::new()
             .write(true)
@@ -303,7 +303,7 @@ impl QueueDir {
     /// `new/` ahead of its `execute_at` then waits for it, for every reader of the folder.
     pub(crate) fn postpone(&self, claimed: &str, due: f64) -> Result<(), Error> {
         let from = self.processing.join(claimed);
-        let file_name = name::message_file(due);
+        let file_name = naming::message_file(due);
         fs::rename(&from, self.new.join(&file_name)).map_err(|e| io_error("postpone", &from, e))?;
         self.added(&file_name);
         Ok(())
@@ -345,7 +345,7 @@ impl QueueDir {
             let Ok(claimed) = entry.file_name().into_string() else {
                 continue;
             };
-            let Some((claim, file_name)) = name::parse_claimed(&claimed) else {
+            let Some((claim, file_name)) = naming::parse_claimed(&claimed) else {
                 continue;
             };
             if claim <= expired_before {

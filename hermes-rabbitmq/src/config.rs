@@ -2,6 +2,11 @@
 
 use std::time::Duration;
 
+use hermes_core::Error;
+use lapin::BasicProperties;
+
+use crate::NAME;
+
 /// Options of a [`RabbitMqDriver`](crate::RabbitMqDriver). Start from
 /// [`RabbitMqOptions::default`] and change fields.
 #[derive(Debug, Clone)]
@@ -12,7 +17,7 @@ pub struct RabbitMqOptions {
     pub durable: bool,
     /// The properties of published messages (content type, headers, expiration, …). The
     /// delivery mode, when not set here, is 2 (persistent) for a durable queue and 1 otherwise.
-    pub properties: lapin::BasicProperties,
+    pub properties: BasicProperties,
     /// How many unacknowledged messages the broker sends ahead to each of this worker's
     /// consumers (`basic.qos` prefetch count, one consumer per priority queue). Default 1, as in
     /// Hermes: a message waits on the broker, where other workers can take it, until this worker
@@ -55,11 +60,47 @@ impl Default for RabbitMqOptions {
     fn default() -> Self {
         RabbitMqOptions {
             durable: true,
-            properties: lapin::BasicProperties::default(),
+            properties: BasicProperties::default(),
             prefetch: 1,
             consumer_tag: "hermes".to_owned(),
             undecodable: UndecodableAction::default(),
             refresh_interval: Duration::from_millis(100),
         }
+    }
+}
+
+impl RabbitMqOptions {
+    /// Checks the options: a prefetch of at least 1, a consumer tag of 1 to 200 bytes, and
+    /// properties without an expiration.
+    pub(crate) fn validate(&self) -> Result<(), Error> {
+        let problem = if self.prefetch == 0 {
+            Some("the prefetch must be at least 1")
+        } else if self.consumer_tag.is_empty() || self.consumer_tag.len() > 200 {
+            Some("the consumer tag must be 1 to 200 bytes long")
+        } else if self.properties.expiration().is_some() {
+            Some(
+                "the properties must not set an expiration: a per-message TTL would let a \
+                 delayed message out of the delay queues before it is due",
+            )
+        } else {
+            None
+        };
+        match problem {
+            Some(message) => Err(Error::Config {
+                driver: NAME,
+                message: message.to_owned(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The properties of a published message: [`RabbitMqOptions::properties`], with a delivery
+    /// mode.
+    pub(crate) fn published_properties(&self) -> BasicProperties {
+        let mode = self
+            .properties
+            .delivery_mode()
+            .unwrap_or(if self.durable { 2 } else { 1 });
+        self.properties.clone().with_delivery_mode(mode)
     }
 }

@@ -3,7 +3,7 @@
 use hermes_core::Error;
 use lapin::ErrorKind;
 
-use crate::driver::NAME;
+use crate::NAME;
 
 /// A lapin error as a Hermes error, by the broker's AMQP reply code: refused credentials or
 /// permissions (ACCESS_REFUSED), a missing entity (NOT_FOUND), a declaration that does not

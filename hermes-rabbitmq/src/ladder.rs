@@ -30,22 +30,6 @@ const TO_TARGET: &str = "t";
 /// The destination word of a message that goes to the long-delay queue.
 const TO_LONG: &str = "l";
 
-/// The name of the delay exchange and the delay queue of `level` for the queue `queue`.
-pub fn delay_level(queue: &str, level: usize) -> String {
-    format!("{queue}.delay.level{level}")
-}
-
-/// The exchange a message leaves the ladder through, for the queue `queue`.
-pub(crate) fn arrival_exchange(queue: &str) -> String {
-    format!("{queue}.delay.arrive")
-}
-
-/// The queue holding messages of `queue` whose delay is longer than the ladder holds, until a
-/// worker sends them down the ladder again.
-pub fn long_delay_queue(queue: &str) -> String {
-    format!("{queue}.delay.long")
-}
-
 /// The binding keys of the arrival exchange: to the target queue, and (`true`) to the
 /// long-delay queue.
 pub(crate) fn arrival_keys() -> [(&'static str, bool); 2] {

@@ -16,15 +16,26 @@
 
 mod buffer;
 mod config;
+mod consumers;
+mod delay;
 mod driver;
 mod error;
+mod intake;
 mod ladder;
+mod naming;
+mod patience;
 mod session;
+mod settle;
 
 pub use config::{RabbitMqOptions, UndecodableAction};
-pub use driver::{
-    LEGACY_DELAY_LEVELS_MS, RabbitMqDriver, exchanges_of, legacy_delay_queue, quarantine_queue,
-    queues_of,
+pub use driver::RabbitMqDriver;
+pub use ladder::{DELAY_LEVELS, DELAY_UNIT_MS};
+pub use naming::{
+    LEGACY_DELAY_LEVELS_MS, delay_level, exchanges_of, legacy_delay_queue, long_delay_queue,
+    quarantine_queue, queues_of,
 };
-pub use ladder::{DELAY_LEVELS, DELAY_UNIT_MS, delay_level, long_delay_queue};
 pub use session::COMMAND_TIMEOUT;
+
+/// The driver's name: what [`Driver::name`](hermes_core::Driver::name) returns, and the
+/// `driver` of its errors.
+pub const NAME: &str = "rabbitmq";

@@ -1,34 +1,26 @@
 //! One connection to the broker: a channel for publishing (with confirms), a channel for
-//! consuming, and what was declared and consumed on them.
+//! consuming, what was declared and consumed on them, and the calls the driver makes on them.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
 
 use hermes_core::Error;
 use lapin::options::{
     BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions, ExchangeBindOptions,
     ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
 };
-use lapin::types::{AMQPValue, FieldTable};
+use lapin::types::FieldTable;
 use lapin::{
     BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, ExchangeKind,
 };
 
-use crate::driver::NAME;
+use crate::NAME;
+use crate::consumers::Consuming;
+use crate::delay::Ladders;
 use crate::error::lapin_error;
-use crate::ladder::{self, Trip, delay_level};
+use crate::patience::Flows;
 
-/// A running consumer: its tag, and the task moving its deliveries into the buffer.
-#[derive(Debug)]
-pub(crate) struct Consuming {
-    pub(crate) tag: String,
-    pub(crate) forwarder: tokio::task::JoinHandle<()>,
-}
-
-/// How long after an acknowledgement frees a full consumer's slot the broker's next delivery
-/// of that queue is expected.
 /// The longest one call to the broker may take, connecting included: a broker that takes the
 /// connection but does not answer (frozen, or still starting) fails the call with a temporary
 /// [`Error::Connection`] after this, and the next call connects anew.
@@ -56,18 +48,6 @@ pub(crate) async fn bounded<T>(
     }
 }
 
-const REFILL_WINDOW: std::time::Duration = std::time::Duration::from_millis(50);
-
-/// What a session holds of one queue.
-#[derive(Debug, Default)]
-struct Flow {
-    /// Messages delivered and not yet acknowledged.
-    unacked: usize,
-    /// Set when an acknowledgement freed a slot of a full consumer: until then the broker may
-    /// be sending the next message.
-    refill_until: Option<Instant>,
-}
-
 /// One connection with its two channels. Dropping it closes the connection, which makes the
 /// broker deliver this session's unacknowledged messages again.
 pub(crate) struct Session {
@@ -77,15 +57,13 @@ pub(crate) struct Session {
     pub(crate) consumer: Channel,
     durable: bool,
     declared: Mutex<HashSet<String>>,
-    /// Per target queue, how many levels of its delay ladder this session declared.
-    ladders: Mutex<HashMap<String, usize>>,
+    /// The delay ladders this session declared.
+    pub(crate) ladders: Ladders,
     /// Every consumed queue's consumer. Held across starting a consumer, so two receives do
     /// not start the same one twice.
     pub(crate) consumers: tokio::sync::Mutex<HashMap<String, Consuming>>,
-    /// The prefetch of each consumer.
-    prefetch: usize,
     /// Per consumed queue, what this session holds of it.
-    flows: Mutex<HashMap<String, Flow>>,
+    pub(crate) flows: Flows,
     /// Set when a call got no answer in time: the session is given up.
     broken: AtomicBool,
 }
@@ -133,10 +111,9 @@ impl Session {
             consumer,
             durable,
             declared: Mutex::default(),
-            ladders: Mutex::default(),
+            ladders: Ladders::default(),
             consumers: tokio::sync::Mutex::default(),
-            prefetch: usize::from(prefetch),
-            flows: Mutex::default(),
+            flows: Flows::new(usize::from(prefetch)),
             broken: AtomicBool::new(false),
         })
     }
@@ -199,7 +176,7 @@ impl Session {
 
     /// Publishes `body` to `exchange` with `routing_key`, as mandatory, and waits for the
     /// broker's confirm; a message no queue took is an error.
-    async fn publish_to(
+    pub(crate) async fn publish_to(
         &self,
         exchange: &str,
         routing_key: &str,
@@ -243,44 +220,8 @@ impl Session {
         }
     }
 
-    /// Publishes `body` down the delay ladder of `target` for `trip`; declares the levels it
-    /// passes first.
-    pub(crate) async fn publish_delayed(
-        &self,
-        target: &str,
-        trip: Trip,
-        body: &[u8],
-        properties: BasicProperties,
-    ) -> Result<(), Error> {
-        let entry = trip.entry_level();
-        self.declare_ladder(target, entry).await?;
-        self.publish_to(
-            &delay_level(target, entry),
-            &trip.routing_key(),
-            body,
-            properties,
-        )
-        .await
-    }
-
-    /// Declares levels `0..=top` of the delay ladder of `target`, lowest first (a level binds
-    /// to the one below it), once per session; before level 0, where the ladder ends.
-    async fn declare_ladder(&self, target: &str, top: usize) -> Result<(), Error> {
-        let done = lock(&self.ladders).get(target).copied().unwrap_or(0);
-        if done == 0 {
-            self.declare_arrival(target).await?;
-        }
-        for level in done..=top {
-            self.declare_level(target, level).await?;
-            let mut ladders = lock(&self.ladders);
-            let declared = ladders.entry(target.to_owned()).or_default();
-            *declared = (*declared).max(level + 1);
-        }
-        Ok(())
-    }
-
     /// Declares a topic exchange called `name`.
-    async fn declare_exchange(&self, name: &str) -> Result<(), Error> {
+    pub(crate) async fn declare_exchange(&self, name: &str) -> Result<(), Error> {
         let options = ExchangeDeclareOptions {
             durable: self.durable,
             ..ExchangeDeclareOptions::default()
@@ -297,7 +238,12 @@ impl Session {
     }
 
     /// Binds `queue` to `exchange` with `key`.
-    async fn bind_queue(&self, queue: &str, exchange: &str, key: &str) -> Result<(), Error> {
+    pub(crate) async fn bind_queue(
+        &self,
+        queue: &str,
+        exchange: &str,
+        key: &str,
+    ) -> Result<(), Error> {
         self.publisher
             .queue_bind(
                 queue.into(),
@@ -310,85 +256,23 @@ impl Session {
             .map_err(lapin_error)
     }
 
-    /// Declares where `target`'s ladder ends: the arrival exchange, bound to the target queue
-    /// and to the long-delay queue.
-    async fn declare_arrival(&self, target: &str) -> Result<(), Error> {
-        let arrival = ladder::arrival_exchange(target);
-        self.declare_exchange(&arrival).await?;
-        let long = ladder::long_delay_queue(target);
-        self.declare(&long, FieldTable::default()).await?;
-        for (key, to_long) in ladder::arrival_keys() {
-            let queue = if to_long { long.as_str() } else { target };
-            self.bind_queue(queue, &arrival, key).await?;
-        }
-        Ok(())
-    }
-
-    /// Declares the exchange and the queue of one level of `target`'s ladder and their
-    /// bindings: a one in the level's word to its queue, a zero on to the level below (from
-    /// level 0: to the arrival exchange), where the queue also dead-letters to.
-    async fn declare_level(&self, target: &str, level: usize) -> Result<(), Error> {
-        let name = delay_level(target, level);
-        self.declare_exchange(&name).await?;
-        let below = if level == 0 {
-            ladder::arrival_exchange(target)
-        } else {
-            delay_level(target, level - 1)
-        };
-        let mut arguments = FieldTable::default();
-        let ttl = i64::try_from(ladder::level_ttl_ms(level)).unwrap_or(i64::MAX);
-        arguments.insert("x-message-ttl".into(), AMQPValue::LongLongInt(ttl));
-        arguments.insert(
-            "x-dead-letter-exchange".into(),
-            AMQPValue::LongString(below.as_str().into()),
-        );
-        self.declare(&name, arguments).await?;
-        self.bind_queue(&name, &name, &ladder::binding_key(level, true))
-            .await?;
+    /// Binds the exchange `destination` to the exchange `source` with `key`.
+    pub(crate) async fn bind_exchange(
+        &self,
+        destination: &str,
+        source: &str,
+        key: &str,
+    ) -> Result<(), Error> {
         self.publisher
             .exchange_bind(
-                below.as_str().into(),
-                name.as_str().into(),
-                ladder::binding_key(level, false).as_str().into(),
+                destination.into(),
+                source.into(),
+                key.into(),
                 ExchangeBindOptions::default(),
                 FieldTable::default(),
             )
             .await
             .map_err(lapin_error)
-    }
-
-    /// Counts a message of `queue` delivered to this session.
-    pub(crate) fn delivered(&self, queue: &str) {
-        let mut flows = lock(&self.flows);
-        let flow = flows.entry(queue.to_owned()).or_default();
-        flow.unacked += 1;
-        flow.refill_until = None;
-    }
-
-    /// Counts a message of `queue` acknowledged (or given back).
-    pub(crate) fn settled(&self, queue: &str) {
-        if let Some(flow) = lock(&self.flows).get_mut(queue) {
-            if flow.unacked >= self.prefetch {
-                flow.refill_until = Some(Instant::now() + REFILL_WINDOW);
-            }
-            flow.unacked = flow.unacked.saturating_sub(1);
-        }
-    }
-
-    /// Whether the broker may be about to deliver a message of `queue`: an acknowledgement just
-    /// freed a slot of its full consumer.
-    pub(crate) fn refill_expected(&self, queue: &str) -> bool {
-        lock(&self.flows)
-            .get(queue)
-            .and_then(|f| f.refill_until)
-            .is_some_and(|until| Instant::now() < until)
-    }
-
-    /// Whether the consumer of `queue` can take another message.
-    pub(crate) fn has_room(&self, queue: &str) -> bool {
-        lock(&self.flows)
-            .get(queue)
-            .is_none_or(|f| f.unacked < self.prefetch)
     }
 }
 

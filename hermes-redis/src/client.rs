@@ -1,7 +1,6 @@
 //! What the driver needs from a Redis client library; one adapter per library.
 
 use std::fmt::Debug;
-use std::future::Future;
 use std::time::Duration;
 
 use hermes_core::{Error, async_trait};
@@ -47,7 +46,8 @@ impl Reply {
 /// lost connections, so the dispatcher waits for Redis to come back.
 #[async_trait]
 pub trait RedisClient: Debug + Send + Sync + 'static {
-    /// The driver name for logs: `redis` or `redis-fred`.
+    /// The driver name for logs: [`NAME`](crate::NAME) (`redis`) or
+    /// [`FRED_NAME`](crate::FRED_NAME) (`redis-fred`).
     fn name(&self) -> &'static str;
 
     /// Runs `script` with `EVALSHA`, loading it first when the server does not know it.
@@ -61,30 +61,3 @@ pub trait RedisClient: Debug + Send + Sync + 'static {
 /// client library does meanwhile (waits for a reconnection, retries): 5 s. The adapters and the
 /// `connect_*` functions keep this bound unless given another.
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Runs `call` for at most `timeout`; past that, a temporary error of `driver` saying so.
-pub(crate) async fn bounded<T>(
-    driver: &'static str,
-    timeout: Duration,
-    what: &str,
-    call: impl Future<Output = Result<T, Error>>,
-) -> Result<T, Error> {
-    match tokio::time::timeout(timeout, call).await {
-        Ok(result) => result,
-        Err(_) => Err(Error::driver(
-            driver,
-            format!("{what} got no answer from Redis within {timeout:?}"),
-            true,
-        )),
-    }
-}
-
-/// The error for credentials Redis refused: permanent, naming no credential.
-pub(crate) fn refused_credentials(driver: &'static str) -> Error {
-    Error::Config {
-        driver,
-        message: "Redis refused the credentials (a wrong user name or password, or a user \
-                  without the permissions the driver needs)"
-            .to_owned(),
-    }
-}

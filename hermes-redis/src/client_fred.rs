@@ -6,17 +6,15 @@ use std::time::Duration;
 
 use fred::bytes::Bytes;
 use fred::clients::Client;
-use fred::error::ErrorKind;
 use fred::interfaces::ClientLike;
 use fred::types::scripts::Script as FredScript;
 use fred::types::{ClusterHash, CustomCommand, Value};
 use hermes_core::{Error, async_trait};
 
-use crate::client::{COMMAND_TIMEOUT, RedisClient, Reply, bounded, refused_credentials};
+use crate::FRED_NAME;
+use crate::client::{COMMAND_TIMEOUT, RedisClient, Reply};
+use crate::error::{bounded, fred_error};
 use crate::scripts::Script;
-
-/// The driver name of this adapter.
-pub(crate) const NAME: &str = "redis-fred";
 
 /// A `fred` client (standalone or cluster), connected with `init()` and with a reconnect
 /// policy so that it comes back after Redis restarts.
@@ -61,7 +59,7 @@ impl fmt::Debug for FredClient {
 #[async_trait]
 impl RedisClient for FredClient {
     fn name(&self) -> &'static str {
-        NAME
+        FRED_NAME
     }
 
     async fn eval(&self, script: Script, keys: &[&str], args: &[&[u8]]) -> Result<Reply, Error> {
@@ -70,11 +68,11 @@ impl RedisClient for FredClient {
             .iter()
             .map(|a| Value::Bytes(Bytes::copy_from_slice(a)))
             .collect();
-        let value: Value = bounded(NAME, self.timeout, "a script call", async {
+        let value: Value = bounded(FRED_NAME, self.timeout, "a script call", async {
             self.scripts[&script]
                 .evalsha_with_reload(&self.client, keys, args)
                 .await
-                .map_err(map_error)
+                .map_err(fred_error)
         })
         .await?;
         Ok(reply(value))
@@ -86,8 +84,8 @@ impl RedisClient for FredClient {
             .map(|a| Value::Bytes(Bytes::copy_from_slice(a)))
             .collect();
         let command = CustomCommand::new_static(name, ClusterHash::FirstKey, false);
-        let value: Value = bounded(NAME, self.timeout, name, async {
-            self.client.custom(command, args).await.map_err(map_error)
+        let value: Value = bounded(FRED_NAME, self.timeout, name, async {
+            self.client.custom(command, args).await.map_err(fred_error)
         })
         .await?;
         Ok(reply(value))
@@ -110,30 +108,4 @@ fn reply(value: Value) -> Reply {
                 .collect(),
         ),
     }
-}
-
-/// Refused credentials are a permanent configuration error; lost connections, timeouts,
-/// cancelled commands (the client is reconnecting), a server still loading its data and cluster
-/// reconfigurations are temporary; the rest is not.
-pub(crate) fn map_error(error: fred::error::Error) -> Error {
-    let details = error.details();
-    if *error.kind() == ErrorKind::Auth
-        || ["WRONGPASS", "NOAUTH", "NOPERM"]
-            .iter()
-            .any(|code| details.starts_with(code))
-    {
-        return refused_credentials(NAME);
-    }
-    let temporary = matches!(
-        error.kind(),
-        ErrorKind::IO
-            | ErrorKind::Timeout
-            | ErrorKind::Canceled
-            | ErrorKind::Cluster
-            | ErrorKind::Routing
-            | ErrorKind::Backpressure
-    ) || ["LOADING", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "BUSY"]
-        .iter()
-        .any(|code| details.starts_with(code));
-    Error::client(NAME, error, temporary)
 }

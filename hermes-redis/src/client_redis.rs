@@ -5,14 +5,13 @@ use std::fmt;
 use std::time::Duration;
 
 use hermes_core::{Error, async_trait};
+use redis::Value;
 use redis::aio::ConnectionLike;
-use redis::{RedisError, RetryMethod, Value};
 
-use crate::client::{COMMAND_TIMEOUT, RedisClient, Reply, bounded, refused_credentials};
+use crate::NAME;
+use crate::client::{COMMAND_TIMEOUT, RedisClient, Reply};
+use crate::error::{bounded, redis_error};
 use crate::scripts::Script;
-
-/// The driver name of this adapter.
-pub(crate) const NAME: &str = "redis";
 
 /// A connection of the `redis` crate that reconnects by itself and can be cloned cheaply:
 /// `redis::aio::ConnectionManager`, or `redis::cluster_async::ClusterConnection`.
@@ -76,7 +75,7 @@ where
             invocation
                 .invoke_async(&mut connection)
                 .await
-                .map_err(map_error)
+                .map_err(redis_error)
         })
         .await?;
         Ok(reply(value))
@@ -92,7 +91,7 @@ where
             command
                 .query_async(&mut connection)
                 .await
-                .map_err(map_error)
+                .map_err(redis_error)
         })
         .await?;
         Ok(reply(value))
@@ -121,21 +120,4 @@ fn reply(value: Value) -> Reply {
         Value::Attribute { data, .. } => reply(*data),
         _ => Reply::Nil,
     }
-}
-
-/// Refused credentials are a permanent configuration error; lost connections, timeouts, a
-/// server still loading its data, and cluster reconfigurations are temporary; the rest is not.
-pub(crate) fn map_error(error: RedisError) -> Error {
-    if error.kind() == redis::ErrorKind::AuthenticationFailed
-        || matches!(error.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
-    {
-        return refused_credentials(NAME);
-    }
-    let temporary = error.is_io_error()
-        || error.is_connection_dropped()
-        || error.is_connection_refusal()
-        || error.is_timeout()
-        || error.is_cluster_error()
-        || !matches!(error.retry_method(), RetryMethod::NoRetry);
-    Error::client(NAME, error, temporary)
 }

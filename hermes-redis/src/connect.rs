@@ -2,7 +2,8 @@
 
 use hermes_core::Error;
 
-use crate::client::{COMMAND_TIMEOUT, bounded};
+use crate::client::COMMAND_TIMEOUT;
+use crate::error::bounded;
 use crate::{RedisOptions, RedisSetDriver};
 
 #[cfg(feature = "redis-rs")]
@@ -15,7 +16,7 @@ impl RedisSetDriver {
     /// [`Error::Config`] for a bad URL or refused credentials; a temporary error when Redis
     /// cannot be reached.
     pub async fn connect_redis(url: &str, options: RedisOptions) -> Result<Self, Error> {
-        let name = crate::client_redis::NAME;
+        let name = crate::NAME;
         let client = redis::Client::open(url).map_err(|e| Error::Config {
             driver: name,
             message: format!("invalid Redis URL: {e}"),
@@ -29,11 +30,11 @@ impl RedisSetDriver {
             client
                 .get_multiplexed_async_connection()
                 .await
-                .map_err(crate::client_redis::map_error)?;
+                .map_err(crate::error::redis_error)?;
             client
                 .get_connection_manager_with_config(config)
                 .await
-                .map_err(crate::client_redis::map_error)
+                .map_err(crate::error::redis_error)
         })
         .await?;
         RedisSetDriver::from_redis(manager, options)
@@ -49,7 +50,7 @@ impl RedisSetDriver {
         nodes: &[&str],
         options: RedisOptions,
     ) -> Result<Self, Error> {
-        let name = crate::client_redis::NAME;
+        let name = crate::NAME;
         let client = redis::cluster::ClusterClientBuilder::new(nodes.to_vec())
             .response_timeout(COMMAND_TIMEOUT)
             .connection_timeout(COMMAND_TIMEOUT)
@@ -62,7 +63,7 @@ impl RedisSetDriver {
             client
                 .get_async_connection()
                 .await
-                .map_err(crate::client_redis::map_error)
+                .map_err(crate::error::redis_error)
         })
         .await?;
         RedisSetDriver::from_redis(connection, options)
@@ -95,7 +96,7 @@ impl RedisSetDriver {
         use fred::types::Builder;
         use fred::types::config::{Config, ReconnectPolicy};
 
-        let name = crate::client_fred::NAME;
+        let name = crate::FRED_NAME;
         let config = Config::from_url(url).map_err(|e| Error::Config {
             driver: name,
             message: format!("invalid Redis URL: {e}"),
@@ -117,7 +118,7 @@ impl RedisSetDriver {
                 .init()
                 .await
                 .map(drop)
-                .map_err(crate::client_fred::map_error)
+                .map_err(crate::error::fred_error)
         })
         .await;
         if let Err(e) = connected {

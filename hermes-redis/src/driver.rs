@@ -1,18 +1,19 @@
 //! The Redis driver: Hermes' sets and schedule, plus claims for at-least-once delivery.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use hermes_core::time::{poll, unix_now};
 use hermes_core::{
     Capabilities, DEFAULT_PRIORITY, Delivery, Driver, Error, JsonSerializer, Message, Priority,
-    PriorityQueues, Receipt, Serializer, async_trait,
+    PriorityQueues, Serializer, async_trait,
 };
 
-use crate::client::{RedisClient, Reply};
-use crate::keys::Keys;
+use crate::claim::{RedisReceipt, Taken};
+use crate::client::RedisClient;
+use crate::naming::Keys;
 use crate::scripts::Script;
 use crate::{DeliveryMode, RedisOptions};
 
@@ -43,90 +44,28 @@ use crate::{DeliveryMode, RedisOptions};
 /// are temporary errors: the client reconnects and the dispatcher waits for it.
 #[derive(Debug, Clone)]
 pub struct RedisSetDriver {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
+/// What the clones of a driver share.
 #[derive(Debug)]
-struct Inner {
-    client: Arc<dyn RedisClient>,
-    options: RedisOptions,
-    keys: Keys,
-    serializer: Arc<dyn Serializer>,
-    sets: PriorityQueues<String>,
+pub(crate) struct Inner {
+    pub(crate) client: Arc<dyn RedisClient>,
+    pub(crate) options: RedisOptions,
+    pub(crate) keys: Keys,
+    pub(crate) serializer: Arc<dyn Serializer>,
+    pub(crate) sets: PriorityQueues<String>,
     /// Messages claimed ahead for this process.
-    buffer: Mutex<VecDeque<Taken>>,
+    pub(crate) buffer: Mutex<VecDeque<Taken>>,
     /// One claim script at a time per process.
-    fetching: tokio::sync::Mutex<()>,
+    pub(crate) fetching: tokio::sync::Mutex<()>,
     /// Claims acknowledged but not yet removed (deferred acknowledgements).
-    acked: Mutex<Vec<Vec<u8>>>,
-    /// Whether a task will remove the deferred acknowledgements after [`ACK_DELAY`].
-    flush_scheduled: AtomicBool,
+    pub(crate) acked: Mutex<Vec<Vec<u8>>>,
+    /// Whether a task will remove the deferred acknowledgements after [`ACK_DELAY`](crate::ACK_DELAY).
+    pub(crate) flush_scheduled: AtomicBool,
     /// Whether the task giving back buffered messages at the hold limit runs.
-    sweeper: AtomicBool,
+    pub(crate) sweeper: AtomicBool,
 }
-
-/// Clears [`Inner::sweeper`] when the sweeper task ends or is dropped.
-struct SweeperRunning(Weak<Inner>);
-
-impl Drop for SweeperRunning {
-    fn drop(&mut self) {
-        if let Some(inner) = self.0.upgrade() {
-            inner.sweeper.store(false, Ordering::Release);
-        }
-    }
-}
-
-/// The longest a deferred acknowledgement waits for the next claim before it is sent alone.
-pub const ACK_DELAY: Duration = Duration::from_millis(50);
-
-/// A message taken from a set: its priority and the message as stored, and in at-least-once
-/// mode its claim, the member `<priority>:<token>|<message>` of the in-flight set.
-#[derive(Debug)]
-struct Taken {
-    priority: Priority,
-    /// The claim member; in at-most-once mode, the message alone.
-    member: Vec<u8>,
-    /// Where the message starts in `member`.
-    body_at: usize,
-    claimed: bool,
-    at: Instant,
-}
-
-impl Taken {
-    /// A message taken as `member`: its claim (`<priority>:<token>|<message>`) when `claimed`,
-    /// else the message itself.
-    fn new(priority: Priority, member: Vec<u8>, claimed: bool, at: Instant) -> Self {
-        let body_at = if claimed {
-            member
-                .iter()
-                .position(|b| *b == b'|')
-                .map_or(0, |bar| bar + 1)
-        } else {
-            0
-        };
-        Taken {
-            priority,
-            member,
-            body_at,
-            claimed,
-            at,
-        }
-    }
-
-    /// The message as stored.
-    fn body(&self) -> &[u8] {
-        &self.member[self.body_at..]
-    }
-
-    /// The claim member, or nothing when the message was taken without a claim.
-    fn claim(&self) -> &[u8] {
-        if self.claimed { &self.member } else { &[] }
-    }
-}
-
-/// A delivered message: what was taken.
-#[derive(Debug)]
-struct RedisReceipt(Taken);
 
 impl RedisSetDriver {
     /// A driver over any [`RedisClient`].
@@ -210,326 +149,8 @@ impl RedisSetDriver {
         &self.inner.keys.quarantine
     }
 
-    fn at_least_once(&self) -> bool {
+    pub(crate) fn at_least_once(&self) -> bool {
         self.inner.options.delivery == DeliveryMode::AtLeastOnce
-    }
-
-    fn buffer(&self) -> std::sync::MutexGuard<'_, VecDeque<Taken>> {
-        self.inner.buffer.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// How long a message claimed ahead may wait in the buffer: half the visibility timeout,
-    /// so a handler that gets it has at least that much of its claim left.
-    fn hold_limit(&self) -> Duration {
-        self.inner.options.visibility_timeout / 2
-    }
-
-    /// Takes the buffered messages held for the hold limit or longer out of the buffer. The
-    /// buffer is in claim order, so they are at its front.
-    fn take_stale(&self) -> Vec<Taken> {
-        let limit = self.hold_limit();
-        let mut buffer = self.buffer();
-        let mut stale = Vec::new();
-        while buffer.front().is_some_and(|t| t.at.elapsed() >= limit) {
-            stale.extend(buffer.pop_front());
-        }
-        stale
-    }
-
-    /// Gives back `stale` messages in a task of its own. A claim that expired meanwhile is
-    /// left alone (its token no longer matches), so a message another worker took runs once.
-    fn return_in_background(&self, stale: Vec<Taken>) {
-        if stale.is_empty() {
-            return;
-        }
-        let driver = self.clone();
-        tokio::spawn(async move {
-            let _ = driver.give_back_all(&stale).await;
-        });
-    }
-
-    /// Takes the first buffered message of `priorities`. Messages held for the hold limit are
-    /// given back instead of handed out.
-    fn take_buffered(&self, priorities: &[Priority]) -> Option<Taken> {
-        let stale = self.take_stale();
-        self.return_in_background(stale);
-        let mut buffer = self.buffer();
-        let index = buffer
-            .iter()
-            .position(|c| priorities.is_empty() || priorities.contains(&c.priority));
-        index.and_then(|i| buffer.remove(i))
-    }
-
-    /// Starts, once, the task that gives back buffered messages when they reach the hold
-    /// limit, even when no `receive` comes (the worker's handlers are all busy). It holds the
-    /// driver weakly and ends with it.
-    fn start_buffer_sweeper(&self) {
-        if self.inner.sweeper.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let inner: Weak<Inner> = Arc::downgrade(&self.inner);
-        let limit = self.hold_limit();
-        tokio::spawn(async move {
-            // Lets a later claim start another sweeper when this one's runtime shuts down.
-            let _running = SweeperRunning(inner.clone());
-            loop {
-                let Some(inner) = inner.upgrade() else { return };
-                let driver = RedisSetDriver { inner };
-                let _ = driver.give_back_all(&driver.take_stale()).await;
-                // The buffer is in claim order: its front reaches the limit first.
-                let next = driver
-                    .buffer()
-                    .front()
-                    .map_or(limit, |t| limit.saturating_sub(t.at.elapsed()));
-                drop(driver);
-                tokio::time::sleep(next.max(Duration::from_millis(10))).await;
-            }
-        });
-    }
-
-    /// Claims messages into the buffer; returns how many arrived. The claim runs in a task of
-    /// its own, so a dropped `receive` loses nothing: what it claimed waits in the buffer.
-    async fn fetch(&self, priorities: &[Priority]) -> Result<usize, Error> {
-        let _one_at_a_time = self.inner.fetching.lock().await;
-        let waiting = self
-            .buffer()
-            .iter()
-            .filter(|c| priorities.is_empty() || priorities.contains(&c.priority))
-            .count();
-        if waiting > 0 {
-            return Ok(waiting);
-        }
-        let driver = self.clone();
-        let priorities = priorities.to_vec();
-        hermes_core::task::detached(async move { driver.claim(&priorities).await }).await
-    }
-
-    async fn claim(&self, priorities: &[Priority]) -> Result<usize, Error> {
-        let inner = &self.inner;
-        let sets = self.inner.sets.marked(priorities)?;
-        let (visibility, max) = if self.at_least_once() {
-            (
-                inner.options.visibility_timeout.as_secs_f64(),
-                inner.options.prefetch.max(1),
-            )
-        } else {
-            (0.0, 1)
-        };
-        let default_index = sets
-            .iter()
-            .position(|(p, _, _)| *p == DEFAULT_PRIORITY)
-            .map_or(1, |i| i + 1);
-        let mut keys: Vec<&str> = vec![
-            &inner.keys.schedule,
-            &inner.keys.schedule_index,
-            &inner.keys.legacy_schedule_priorities,
-            &inner.keys.in_flight,
-        ];
-        keys.extend(sets.iter().map(|(_, key, _)| key.as_str()));
-        let mut args: Vec<String> = vec![
-            unix_now().to_string(),
-            visibility.to_string(),
-            max.to_string(),
-            sets.len().to_string(),
-        ];
-        args.extend(sets.iter().map(|(p, _, _)| p.to_string()));
-        args.extend(
-            sets.iter()
-                .map(|(_, _, taken)| if *taken { "1" } else { "0" }.to_owned()),
-        );
-        args.push(default_index.to_string());
-        args.push(format!("{:016x}", rand::random::<u64>()));
-        let acked = self.take_acked();
-        let mut args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        args.extend(acked.iter().map(Vec::as_slice));
-        let reply = match inner.client.eval(Script::Claim, &keys, &args).await {
-            Ok(reply) => reply,
-            Err(e) => {
-                self.defer_acks(acked);
-                return Err(e);
-            }
-        };
-        let Reply::Array(items) = reply else {
-            return Ok(0);
-        };
-        let at_least_once = self.at_least_once();
-        let now = Instant::now();
-        let mut taken = Vec::with_capacity(items.len() / 2);
-        let mut items = items.into_iter();
-        while let (Some(priority), Some(member)) = (items.next(), items.next()) {
-            let priority = priority
-                .as_int()
-                .and_then(|p| Priority::try_from(p).ok())
-                .unwrap_or(DEFAULT_PRIORITY);
-            let member = member.into_bytes().unwrap_or_default();
-            taken.push(Taken::new(priority, member, at_least_once, now));
-        }
-        let count = taken.len();
-        self.buffer().extend(taken);
-        if at_least_once && count > 0 {
-            self.start_buffer_sweeper();
-        }
-        Ok(count)
-    }
-
-    /// Decodes a taken message, or quarantines it. `Ok(None)` when it is not due yet: it was
-    /// put in its set directly, ahead of its `execute_at`, and now waits in the schedule.
-    async fn deliver(&self, taken: Taken) -> Result<Option<Delivery>, Error> {
-        match self.inner.serializer.deserialize(taken.body()) {
-            Ok(message) if !message.is_due_at(unix_now()) => {
-                self.schedule(message.due(), taken.body(), taken.priority, taken.claim())
-                    .await?;
-                Ok(None)
-            }
-            Ok(message) => {
-                // Handed out within the hold limit, so at least half the visibility timeout
-                // of the claim is left.
-                let lease = self
-                    .inner
-                    .options
-                    .visibility_timeout
-                    .saturating_sub(taken.at.elapsed());
-                let claimed = taken.claimed;
-                let delivery =
-                    Delivery::new(message, taken.priority, Receipt::new(RedisReceipt(taken)));
-                Ok(Some(if claimed {
-                    delivery.with_lease(lease)
-                } else {
-                    delivery
-                }))
-            }
-            Err(source) => {
-                let keys = [
-                    self.inner.keys.quarantine.as_str(),
-                    &self.inner.keys.in_flight,
-                ];
-                self.inner
-                    .client
-                    .eval(Script::Quarantine, &keys, &[taken.body(), taken.claim()])
-                    .await?;
-                Err(Error::Undecodable {
-                    quarantine: format!("the Redis list {}", self.inner.keys.quarantine),
-                    source,
-                })
-            }
-        }
-    }
-
-    /// Puts `body` in the schedule, due at `due`, remembering `priority`; for a claimed
-    /// message, only while `claim` (non-empty) lasts, which it ends.
-    async fn schedule(
-        &self,
-        due: f64,
-        body: &[u8],
-        priority: Priority,
-        claim: &[u8],
-    ) -> Result<(), Error> {
-        let keys = [
-            self.inner.keys.schedule.as_str(),
-            &self.inner.keys.schedule_index,
-            &self.inner.keys.in_flight,
-        ];
-        let priority = if priority == DEFAULT_PRIORITY {
-            String::new()
-        } else {
-            priority.to_string()
-        };
-        let due = due.to_string();
-        let now = unix_now().to_string();
-        self.inner
-            .client
-            .eval(
-                Script::Schedule,
-                &keys,
-                &[
-                    due.as_bytes(),
-                    body,
-                    priority.as_bytes(),
-                    now.as_bytes(),
-                    claim,
-                ],
-            )
-            .await?;
-        Ok(())
-    }
-
-    fn take_acked(&self) -> Vec<Vec<u8>> {
-        std::mem::take(&mut *self.inner.acked.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-
-    /// Queues claims for removal with the next claim call, making sure a task removes them
-    /// after [`ACK_DELAY`] if no claim comes first.
-    fn defer_acks(&self, claims: Vec<Vec<u8>>) {
-        if claims.is_empty() {
-            return;
-        }
-        self.inner
-            .acked
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend(claims);
-        if !self.inner.flush_scheduled.swap(true, Ordering::AcqRel) {
-            let driver = self.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(ACK_DELAY).await;
-                driver.inner.flush_scheduled.store(false, Ordering::Release);
-                if let Err(e) = driver.remove_acked().await {
-                    tracing::warn!("Removing acknowledged claims failed, retrying later - {e}");
-                }
-            });
-        }
-    }
-
-    /// Removes the deferred acknowledgements now.
-    async fn remove_acked(&self) -> Result<(), Error> {
-        let acked = self.take_acked();
-        if acked.is_empty() {
-            return Ok(());
-        }
-        let mut args: Vec<&[u8]> = vec![self.inner.keys.in_flight.as_bytes()];
-        args.extend(acked.iter().map(Vec::as_slice));
-        if let Err(e) = self.inner.client.command("ZREM", &args).await {
-            self.defer_acks(acked);
-            return Err(e);
-        }
-        Ok(())
-    }
-
-    /// The set of `priority`, or the default set when it has none any more.
-    fn set_of(&self, priority: Priority) -> String {
-        self.inner
-            .sets
-            .get_or(priority, DEFAULT_PRIORITY)
-            .unwrap_or_else(|| self.inner.keys.default_set.clone())
-    }
-
-    /// Gives back every one of `taken`; the first error, if any, after trying all.
-    async fn give_back_all(&self, taken: &[Taken]) -> Result<(), Error> {
-        let mut result = Ok(());
-        for t in taken {
-            if let Err(e) = self.give_back(t).await {
-                result = result.and(Err(e));
-            }
-        }
-        result
-    }
-
-    /// Puts a message back in its set; a claimed one only while its claim lasts.
-    async fn give_back(&self, taken: &Taken) -> Result<(), Error> {
-        let set = self.set_of(taken.priority);
-        if taken.claimed {
-            let keys = [self.inner.keys.in_flight.as_str(), &set];
-            self.inner
-                .client
-                .eval(Script::Nack, &keys, &[taken.claim()])
-                .await?;
-        } else {
-            self.inner
-                .client
-                .command("SADD", &[set.as_bytes(), taken.body()])
-                .await?;
-        }
-        Ok(())
     }
 }
 

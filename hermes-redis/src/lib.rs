@@ -21,6 +21,8 @@
 //! # Ok(()) }
 //! ```
 
+mod acks;
+mod claim;
 mod client;
 #[cfg(feature = "fred")]
 mod client_fred;
@@ -29,16 +31,27 @@ mod client_redis;
 mod config;
 mod connect;
 mod driver;
-mod keys;
+mod error;
+mod naming;
+mod prefetch;
+mod schedule;
 mod scripts;
 mod shutdown;
 
+pub use acks::ACK_DELAY;
 pub use client::{COMMAND_TIMEOUT, RedisClient, Reply};
 #[cfg(feature = "fred")]
 pub use client_fred::FredClient;
 #[cfg(feature = "redis-rs")]
 pub use client_redis::RedisRsClient;
 pub use config::{DeliveryMode, RedisOptions};
-pub use driver::{ACK_DELAY, RedisSetDriver};
+pub use driver::RedisSetDriver;
 pub use scripts::Script;
 pub use shutdown::RedisShutdown;
+
+/// The driver's name on the `redis` crate (`RedisRsClient`): what
+/// [`Driver::name`](hermes_core::Driver::name) returns, and the `driver` of its errors.
+pub const NAME: &str = "redis";
+
+/// The driver's name on `fred` (`FredClient`), as [`NAME`] is on the `redis` crate.
+pub const FRED_NAME: &str = "redis-fred";

@@ -6,7 +6,7 @@ use std::time::Duration;
 use aws_sdk_sqs::types::QueueAttributeName;
 use hermes_core::Error;
 
-use crate::driver::NAME;
+use crate::NAME;
 
 /// SQS's longest long poll (`WaitTimeSeconds`).
 pub const MAX_WAIT_TIME: Duration = Duration::from_secs(20);

@@ -15,16 +15,14 @@ use hermes_core::{
 use tokio::sync::{Notify, OnceCell};
 use tokio::time::Instant;
 
-use crate::SqsOptions;
-use crate::names::{
+use crate::naming::{
     MAX_DEFAULT_QUEUE_NAME_LEN, MAX_QUEUE_NAME_LEN, delay_queue, quarantine_queue,
     validate_sqs_queue_name,
 };
 use crate::poll::{QueueState, SqsReceipt, drain, give_back};
 use crate::queue::QueueInfo;
 use crate::send::request_end;
-
-pub(crate) const NAME: &str = "sqs";
+use crate::{NAME, SqsOptions};
 
 /// How far past the deadline of a `receive` a long poll may end, so that a wait of one second
 /// still gets a one-second long poll.

@@ -5,7 +5,7 @@ use std::fmt;
 use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
 use hermes_core::{BoxError, Error};
 
-use crate::driver::NAME;
+use crate::NAME;
 
 /// The SDK's error with the text of its whole chain (the SDK's own `Display` says only
 /// "service error" or "dispatch failure").

@@ -39,7 +39,7 @@
 mod config;
 mod driver;
 mod error;
-mod names;
+mod naming;
 mod poll;
 mod queue;
 mod send;
@@ -47,9 +47,13 @@ mod send;
 pub use config::{MAX_BATCH_SIZE, MAX_DELAY, MAX_WAIT_TIME, SqsOptions};
 pub use driver::SqsDriver;
 pub use error::COMMAND_TIMEOUT;
-pub use names::{
+pub use naming::{
     DELAY_SUFFIX, MAX_QUEUE_NAME_LEN, QUARANTINE_SUFFIX, delay_queue, quarantine_queue,
 };
+
+/// The driver's name: what [`Driver::name`](hermes_core::Driver::name) returns, and the
+/// `driver` of its errors.
+pub const NAME: &str = "sqs";
 
 /// The SDK this driver is built on, re-exported so that the client you pass in is of the same
 /// version.

@@ -13,12 +13,11 @@ use hermes_core::time::unix_now;
 use hermes_core::{Delivery, Error, Message, Priority, Receipt};
 use tokio::time::Instant;
 
-use crate::MAX_BATCH_SIZE;
-use crate::driver::{Inner, NAME, SqsDriver, lock};
+use crate::driver::{Inner, SqsDriver, lock};
 use crate::error::{COMMAND_TIMEOUT, bounded, sdk_error};
-use crate::names::{MAX_QUEUE_NAME_LEN, validate_sqs_queue_name};
+use crate::naming::{MAX_QUEUE_NAME_LEN, TARGET_ATTRIBUTE, validate_sqs_queue_name};
 use crate::queue::{QueueInfo, whole_seconds};
-use crate::send::TARGET_ATTRIBUTE;
+use crate::{MAX_BATCH_SIZE, NAME};
 
 /// How long before the answer to a `ReceiveMessage` its messages may have been claimed.
 const CLAIM_UNCERTAINTY: Duration = Duration::from_secs(1);

@@ -7,7 +7,8 @@ use std::time::Duration;
 use aws_sdk_sqs::types::QueueAttributeName;
 use hermes_core::Error;
 
-use crate::driver::{NAME, SqsDriver, lock};
+use crate::NAME;
+use crate::driver::{SqsDriver, lock};
 use crate::error::{COMMAND_TIMEOUT, bounded, sdk_error};
 
 /// How long the quarantine keeps messages: 14 days, SQS's longest retention.

@@ -4,13 +4,11 @@ use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use hermes_core::time::unix_now;
 use hermes_core::{Error, Message};
 
-use crate::MAX_BATCH_SIZE;
-use crate::driver::{NAME, SqsDriver};
+use crate::driver::SqsDriver;
 use crate::error::{COMMAND_TIMEOUT, bounded, sdk_error};
+use crate::naming::TARGET_ATTRIBUTE;
 use crate::queue::QueueInfo;
-
-/// The message attribute naming the queue a message in the delay queue goes to.
-pub(crate) const TARGET_ATTRIBUTE: &str = "HermesTarget";
+use crate::{MAX_BATCH_SIZE, NAME};
 
 impl SqsDriver {
     /// `message` as the text SQS stores.

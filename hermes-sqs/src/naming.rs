@@ -1,4 +1,5 @@
-//! SQS queue names: what SQS accepts, and the name of the quarantine.
+//! SQS queue names: what SQS accepts, the names of the quarantine and the delay queue, and the
+//! message attribute naming where a delayed message goes.
 
 use hermes_core::{Error, validate_queue_name};
 
@@ -14,6 +15,9 @@ pub const DELAY_SUFFIX: &str = "-delay";
 pub fn delay_queue(queue: &str) -> String {
     format!("{queue}{DELAY_SUFFIX}")
 }
+
+/// The message attribute naming the queue a message in the delay queue goes to.
+pub(crate) const TARGET_ATTRIBUTE: &str = "HermesTarget";
 
 /// The longest SQS queue name.
 pub const MAX_QUEUE_NAME_LEN: usize = 80;

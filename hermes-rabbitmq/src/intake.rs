@@ -1,0 +1,86 @@
+//! Filing what a consumer delivers: a due message waits in the buffer for a `receive`, an
+//! early one is delayed again, an undecodable one is quarantined or rejected and reported.
+
+use std::sync::Arc;
+
+use hermes_core::Error;
+use hermes_core::time::unix_now;
+use lapin::options::{BasicAckOptions, BasicNackOptions};
+use lapin::types::FieldTable;
+
+use crate::UndecodableAction;
+use crate::buffer::Buffered;
+use crate::consumers::Consumed;
+use crate::driver::RabbitMqDriver;
+use crate::error::lapin_error;
+use crate::naming::quarantine_queue;
+use crate::session::Session;
+
+impl RabbitMqDriver {
+    /// Files one delivery: a due message goes to the buffer; an early one is delayed again
+    /// (down its home queue's ladder); an undecodable one is quarantined or rejected and
+    /// reported.
+    pub(crate) async fn accept(
+        &self,
+        session: &Arc<Session>,
+        from: &Consumed,
+        delivery: lapin::message::Delivery,
+    ) -> Result<(), Error> {
+        let (queue, home, priority) = (from.consumed.as_str(), from.home.as_str(), from.priority);
+        let message = match self.inner.serializer.deserialize(&delivery.data) {
+            Ok(message) => message,
+            Err(source) => {
+                let kept = match self.inner.options.undecodable {
+                    UndecodableAction::Reject => format!(
+                        "nowhere: rejected from the RabbitMQ queue {queue}, kept only by its \
+                         dead-letter policy"
+                    ),
+                    _ => {
+                        let quarantine = quarantine_queue(home);
+                        session.declare(&quarantine, FieldTable::default()).await?;
+                        let properties = self.inner.options.published_properties();
+                        session
+                            .publish(&quarantine, &delivery.data, properties)
+                            .await?;
+                        format!("the RabbitMQ queue {quarantine}")
+                    }
+                };
+                // Rejected without requeue, as Hermes does: a dead-letter policy on the queue
+                // gets it too.
+                let reject = BasicNackOptions {
+                    requeue: false,
+                    ..BasicNackOptions::default()
+                };
+                delivery.acker.nack(reject).await.map_err(lapin_error)?;
+                self.inner.buffer.push(Buffered::Undecodable {
+                    priority,
+                    quarantine: kept,
+                    source,
+                });
+                return Ok(());
+            }
+        };
+        if message.execute_at().is_some_and(|at| at > unix_now()) {
+            // Not due yet (put on the queue directly, back from a delay queue of earlier
+            // versions, or a long delay's stop on the way): delay it again.
+            self.route(session, home, &delivery.data, message.execute_at())
+                .await?;
+            return delivery
+                .acker
+                .ack(BasicAckOptions::default())
+                .await
+                .map(drop)
+                .map_err(lapin_error);
+        }
+        session.flows.delivered(queue, || {
+            self.inner.buffer.push(Buffered::Message {
+                priority,
+                queue: queue.to_owned(),
+                message,
+                acker: delivery.acker,
+                session: session.clone(),
+            });
+        });
+        Ok(())
+    }
+}
