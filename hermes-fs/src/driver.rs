@@ -41,6 +41,8 @@ const SAFETY_RESCAN: Duration = Duration::from_secs(60);
 /// on one local filesystem. The driver makes short blocking filesystem calls on the calling
 /// task; with `durable`, the flushes run on Tokio's blocking pool.
 ///
+/// Clones are cheap and share the queues and the notifications of new files.
+///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), hermes_core::Error> {

@@ -4,25 +4,34 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), hermes_core::Error> {
-//! use std::sync::Arc;
 //! use std::time::Duration;
-//! use hermes_core::{Dispatcher, EchoHandler, Emitter, Message, DEFAULT_PRIORITY};
+//! use hermes_core::{Dispatcher, Emitter, Job, JobContext};
 //! use hermes_fs::{FileSystemDriver, FileSystemOptions};
+//!
+//! #[derive(serde::Serialize, serde::Deserialize)]
+//! struct ExportReport {
+//!     report: String,
+//! }
+//! impl Job for ExportReport {
+//!     const TYPE: &'static str = "report.export";
+//! }
+//!
+//! async fn export(job: ExportReport, _: JobContext) -> Result<(), std::io::Error> {
+//!     println!("exporting {}", job.report);
+//!     Ok(())
+//! }
 //!
 //! let dir = std::env::temp_dir().join(format!("hermes-fs-doc-{}", std::process::id()));
 //! let mut options = FileSystemOptions::default();
 //! options.visibility_timeout = Duration::from_secs(60);
-//! let driver = Arc::new(FileSystemDriver::with_options(&dir, "exports", options)?);
+//! let driver = FileSystemDriver::with_options(&dir, "exports", options)?;
 //!
 //! // The web process writes a file and returns.
-//! let message = Message::builder("report.export")
-//!     .payload(&serde_json::json!({"report": "sales"}))
-//!     .build()?;
-//! Emitter::from_arc(driver.clone()).emit(&message, DEFAULT_PRIORITY).await?;
+//! Emitter::new(driver.clone()).emit_job(&ExportReport { report: "sales".into() }).await?;
 //!
 //! // The worker claims the file, runs the handler, deletes the file.
-//! let mut dispatcher = Dispatcher::from_arc(driver).max_items(1);
-//! dispatcher.register_handler("report.export", Arc::new(EchoHandler::new()));
+//! let mut dispatcher = Dispatcher::new(driver).max_items(1);
+//! dispatcher.register_job(export);
 //! dispatcher.handle(&[]).await?;
 //! # std::fs::remove_dir_all(&dir).ok();
 //! # Ok(()) }

@@ -20,14 +20,17 @@ use crate::{NAME, RabbitMqOptions, settle};
 /// `basic.qos` prefetch (default 1) and acknowledged after the handlers; publisher confirms (a
 /// `send` that returned is on the broker).
 ///
-/// Beyond Hermes: delays of any length without a broker plugin (delay queues
-/// `<queue>.delay.<ms>` with a TTL that dead-letter back to the queue; a message that comes back
-/// before it is due is delayed again), one queue per priority (`setup_priority_queue`), taken
+/// Beyond Hermes: delays of any length without a broker plugin (a ladder of delay queues
+/// `<queue>.delay.level<n>` whose TTLs double from level to level: a message is routed through
+/// the levels that add up to its delay and dead-lettered to its queue when due, so it never
+/// arrives early, whoever consumes the queue; a delay longer than the ladder holds makes several
+/// trips), one queue per priority (`setup_priority_queue`), taken
 /// highest first, and reconnection after the broker restarts (unacknowledged messages are
 /// delivered again by the broker). Undecodable bodies move to `<queue>.quarantine`, or are
 /// rejected as in Hermes (see [`UndecodableAction`](crate::UndecodableAction)).
 ///
-/// Nothing connects until the first `send` or `receive`. A `receive` starts one consumer per
+/// Clones are cheap and share the connection and the consumers. Nothing connects until the
+/// first `send` or `receive`. A `receive` starts one consumer per
 /// selected queue; they keep running (holding up to `prefetch` messages each) until
 /// [`Driver::flush`] or until the driver is dropped, which gives their messages back.
 #[derive(Debug, Clone)]

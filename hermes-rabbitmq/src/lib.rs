@@ -6,11 +6,32 @@
 //! ```no_run
 //! # #[tokio::main]
 //! # async fn main() -> Result<(), hermes_core::Error> {
-//! use hermes_core::{Emitter, Message, DEFAULT_PRIORITY};
+//! use hermes_core::{Dispatcher, Emitter, Job, JobContext, SignalShutdown};
 //! use hermes_rabbitmq::{RabbitMqDriver, RabbitMqOptions};
 //!
-//! let driver = RabbitMqDriver::new("amqp://guest:guest@127.0.0.1:5672/%2f", "hermes", RabbitMqOptions::default())?;
-//! Emitter::new(driver).emit(&Message::new("send-email"), DEFAULT_PRIORITY).await?;
+//! #[derive(serde::Serialize, serde::Deserialize)]
+//! struct ExportReport {
+//!     report: String,
+//! }
+//! impl Job for ExportReport {
+//!     const TYPE: &'static str = "report.export";
+//! }
+//!
+//! async fn export(job: ExportReport, _: JobContext) -> Result<(), std::io::Error> {
+//!     println!("exporting {}", job.report);
+//!     Ok(())
+//! }
+//!
+//! let url = "amqp://guest:guest@127.0.0.1:5672/%2f";
+//! let driver = RabbitMqDriver::new(url, "hermes", RabbitMqOptions::default())?;
+//!
+//! // The web process publishes the job; `emit_job` returns once the broker confirmed it.
+//! Emitter::new(driver.clone()).emit_job(&ExportReport { report: "sales".into() }).await?;
+//!
+//! // The worker consumes the queue until SIGTERM or Ctrl-C.
+//! let mut dispatcher = Dispatcher::new(driver).with_shutdown(SignalShutdown::install()?);
+//! dispatcher.register_job(export);
+//! dispatcher.handle(&[]).await?;
 //! # Ok(()) }
 //! ```
 

@@ -41,7 +41,8 @@ use crate::{DeliveryMode, RedisOptions};
 /// Build it on the `redis` crate ([`RedisSetDriver::connect_redis`],
 /// [`RedisSetDriver::from_redis`]) or on `fred` ([`RedisSetDriver::connect_fred`],
 /// [`RedisSetDriver::from_fred`]); the keys and the behaviour are the same. Lost connections
-/// are temporary errors: the client reconnects and the dispatcher waits for it.
+/// are temporary errors: the client reconnects and the dispatcher waits for it. Clones are
+/// cheap and share the connection, the priorities and the messages claimed ahead.
 #[derive(Debug, Clone)]
 pub struct RedisSetDriver {
     pub(crate) inner: Arc<Inner>,

@@ -5,18 +5,31 @@
 //! ```no_run
 //! # #[tokio::main]
 //! # async fn main() -> Result<(), hermes_core::Error> {
-//! use std::sync::Arc;
-//! use hermes_core::{Dispatcher, EchoHandler, Emitter, Message, DEFAULT_PRIORITY};
+//! use hermes_core::{Dispatcher, Emitter, Job, JobContext};
 //! use hermes_redis::{RedisOptions, RedisSetDriver, RedisShutdown};
 //!
-//! let driver = RedisSetDriver::connect_redis("redis://127.0.0.1:6379", RedisOptions::default()).await?;
-//! Emitter::new(driver.clone())
-//!     .emit(&Message::new("send-email"), DEFAULT_PRIORITY)
-//!     .await?;
+//! #[derive(serde::Serialize, serde::Deserialize)]
+//! struct ExportReport {
+//!     report: String,
+//! }
+//! impl Job for ExportReport {
+//!     const TYPE: &'static str = "report.export";
+//! }
 //!
+//! async fn export(job: ExportReport, _: JobContext) -> Result<(), std::io::Error> {
+//!     println!("exporting {}", job.report);
+//!     Ok(())
+//! }
+//!
+//! let driver = RedisSetDriver::connect_redis("redis://127.0.0.1:6379", RedisOptions::default()).await?;
+//!
+//! // The web process queues the job and returns.
+//! Emitter::new(driver.clone()).emit_job(&ExportReport { report: "sales".into() }).await?;
+//!
+//! // The worker runs jobs until `RedisShutdown::shutdown` sets the shutdown key.
 //! let shutdown = RedisShutdown::with_default_key(driver.client());
 //! let mut dispatcher = Dispatcher::new(driver).with_shutdown(shutdown);
-//! dispatcher.register_handler("send-email", Arc::new(EchoHandler::new()));
+//! dispatcher.register_job(export);
 //! dispatcher.handle(&[]).await?;
 //! # Ok(()) }
 //! ```

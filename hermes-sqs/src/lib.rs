@@ -11,25 +11,35 @@
 //! # #[tokio::main]
 //! # async fn main() -> Result<(), hermes_core::Error> {
 //! use std::collections::HashMap;
-//! use std::sync::Arc;
-//! use hermes_core::{Dispatcher, EchoHandler, Emitter, Message, DEFAULT_PRIORITY};
+//! use hermes_core::{Dispatcher, Emitter, Job, JobContext};
 //! use hermes_sqs::SqsDriver;
 //! use hermes_sqs::aws_sdk_sqs::{self, types::QueueAttributeName};
+//!
+//! #[derive(serde::Serialize, serde::Deserialize)]
+//! struct ExportReport {
+//!     report: String,
+//! }
+//! impl Job for ExportReport {
+//!     const TYPE: &'static str = "report.export";
+//! }
+//!
+//! async fn export(job: ExportReport, _: JobContext) -> Result<(), std::io::Error> {
+//!     println!("exporting {}", job.report);
+//!     Ok(())
+//! }
 //!
 //! // Region and credentials from the environment, as every AWS SDK program.
 //! let config = aws_config::load_from_env().await;
 //! let client = aws_sdk_sqs::Client::new(&config);
 //! let attributes = HashMap::from([(QueueAttributeName::VisibilityTimeout, "300".to_owned())]);
-//! let driver = Arc::new(SqsDriver::new(client, "hermes", attributes)?);
+//! let driver = SqsDriver::new(client, "hermes", attributes)?;
 //!
 //! // The web process sends the job and returns.
-//! Emitter::from_arc(driver.clone())
-//!     .emit(&Message::new("send-email"), DEFAULT_PRIORITY)
-//!     .await?;
+//! Emitter::new(driver.clone()).emit_job(&ExportReport { report: "sales".into() }).await?;
 //!
 //! // The worker long-polls the queue and deletes each message after its handlers ran.
-//! let mut dispatcher = Dispatcher::from_arc(driver);
-//! dispatcher.register_handler("send-email", Arc::new(EchoHandler::new()));
+//! let mut dispatcher = Dispatcher::new(driver);
+//! dispatcher.register_job(export);
 //! dispatcher.handle(&[]).await?;
 //! # Ok(()) }
 //! ```
