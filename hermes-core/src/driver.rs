@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::{Error, Message};
+use crate::{DeadLetter, DeadReason, Error, Message, QueueState, QueueStats, Replay};
 
 /// A priority: a higher number is handled first.
 pub type Priority = i32;
@@ -126,6 +126,104 @@ pub trait Driver: fmt::Debug + Send + Sync + 'static {
     async fn flush(&self) -> Result<(), Error> {
         Ok(())
     }
+
+    /// The figures of every priority queue, highest priority first: waiting, delayed, in
+    /// flight, dead, and the latency. A figure the backend cannot tell is
+    /// [`Figure::Unknown`](crate::Figure::Unknown); an estimate is
+    /// [`Figure::Approximate`](crate::Figure::Approximate).
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] without [`Capabilities::stats`]; connection errors.
+    async fn stats(&self) -> Result<Vec<QueueStats>, Error> {
+        Err(self.unsupported("stats"))
+    }
+
+    /// Up to `limit` messages of the queue of `priority` in `state` (not
+    /// [`Dead`](QueueState::Dead): see [`dead_letters`](Driver::dead_letters)), oldest first,
+    /// without claiming them: what the next `receive` gets does not change.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] without [`Capabilities::peek`]; [`Error::UnknownPriority`].
+    async fn peek(
+        &self,
+        priority: Priority,
+        state: QueueState,
+        limit: usize,
+    ) -> Result<Vec<Message>, Error> {
+        let _ = (priority, state, limit);
+        Err(self.unsupported("peek"))
+    }
+
+    /// Up to `limit` dead letters of the queue of `priority`, oldest first.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] without [`Capabilities::dead_letters`]; [`Error::UnknownPriority`].
+    async fn dead_letters(
+        &self,
+        priority: Priority,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>, Error> {
+        let _ = (priority, limit);
+        Err(self.unsupported("dead letters"))
+    }
+
+    /// Moves `delivery` to the dead letters of its queue with `reason`, and acknowledges it.
+    /// The driver applies its [`Retention`](crate::Retention) there, dropping the oldest.
+    /// The [`Dispatcher`](crate::Dispatcher) calls it when a handler failed for good.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] without [`Capabilities::dead_letters`]; connection errors (the
+    /// delivery then stays claimed, to be delivered again).
+    async fn dead_letter(&self, delivery: &Delivery, reason: &DeadReason) -> Result<(), Error> {
+        let _ = (delivery, reason);
+        Err(self.unsupported("dead letters"))
+    }
+
+    /// Puts the dead letters of the queue of `priority` that `replay` selects back on that
+    /// queue, due now (see [`Replay`]); an undecodable one goes back as its bytes. Returns how
+    /// many went back.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] without [`Capabilities::dead_letters`]; [`Error::UnknownPriority`].
+    async fn replay(&self, priority: Priority, replay: &Replay) -> Result<u64, Error> {
+        let _ = (priority, replay);
+        Err(self.unsupported("replay"))
+    }
+
+    /// Removes every message of the queue of `priority` in `state`, and only those; returns
+    /// how many, when the backend can tell.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] without [`Capabilities::purge`] (or for a state the backend cannot
+    /// purge alone); [`Error::UnknownPriority`].
+    async fn purge(&self, priority: Priority, state: QueueState) -> Result<Option<u64>, Error> {
+        let _ = (priority, state);
+        Err(self.unsupported("purge"))
+    }
+
+    /// Removes the waiting, delayed or dead message `id` of the queue of `priority`; returns
+    /// whether it was there.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] without [`Capabilities::delete`]; [`Error::UnknownPriority`].
+    async fn delete(&self, priority: Priority, id: &str) -> Result<bool, Error> {
+        let _ = (priority, id);
+        Err(self.unsupported("delete"))
+    }
+}
+
+/// Helpers for drivers.
+trait UnsupportedExt {
+    fn unsupported(&self, what: &'static str) -> Error;
+}
+
+impl<D: Driver + ?Sized> UnsupportedExt for D {
+    fn unsupported(&self, what: &'static str) -> Error {
+        Error::Unsupported {
+            driver: self.name(),
+            what,
+        }
+    }
 }
 
 /// What a driver guarantees. The conformance suite runs the scenarios of every declared
@@ -148,9 +246,38 @@ pub struct Capabilities {
     pub extend: bool,
     /// The largest encoded message the driver accepts, in bytes; `None` for no limit.
     pub max_payload: Option<usize>,
+    /// [`Driver::stats`] reports the queues' figures.
+    pub stats: bool,
+    /// [`Driver::stats`] gives exact counts of waiting, delayed, in-flight and dead messages
+    /// (without it, counts it gives may be approximate, as SQS's are).
+    pub exact_stats: bool,
+    /// [`Driver::peek`] lists messages without claiming them.
+    pub peek: bool,
+    /// [`Driver::purge`] empties one state of a queue.
+    pub purge: bool,
+    /// [`Driver::delete`] removes one message by id.
+    pub delete: bool,
+    /// [`Driver::dead_letter`], [`Driver::dead_letters`] and [`Driver::replay`] keep, list and
+    /// replay failed and undecodable messages.
+    pub dead_letters: bool,
 }
 
 impl Capabilities {
+    /// The same, without any inspection or dead-letter capability (`stats`, `exact_stats`,
+    /// `peek`, `purge`, `delete`, `dead_letters`): for a driver that only delivers.
+    #[must_use]
+    pub fn without_inspection(self) -> Self {
+        Capabilities {
+            stats: false,
+            exact_stats: false,
+            peek: false,
+            purge: false,
+            delete: false,
+            dead_letters: false,
+            ..self
+        }
+    }
+
     /// Every capability, no payload limit.
     pub fn all() -> Self {
         Capabilities {
@@ -160,6 +287,12 @@ impl Capabilities {
             at_least_once: true,
             extend: true,
             max_payload: None,
+            stats: true,
+            exact_stats: true,
+            peek: true,
+            purge: true,
+            delete: true,
+            dead_letters: true,
         }
     }
 }
@@ -296,6 +429,44 @@ macro_rules! delegate_driver {
             }
             async fn flush(&self) -> Result<(), Error> {
                 (**self).flush().await
+            }
+            async fn stats(&self) -> Result<Vec<QueueStats>, Error> {
+                (**self).stats().await
+            }
+            async fn peek(
+                &self,
+                priority: Priority,
+                state: QueueState,
+                limit: usize,
+            ) -> Result<Vec<Message>, Error> {
+                (**self).peek(priority, state, limit).await
+            }
+            async fn dead_letters(
+                &self,
+                priority: Priority,
+                limit: usize,
+            ) -> Result<Vec<DeadLetter>, Error> {
+                (**self).dead_letters(priority, limit).await
+            }
+            async fn dead_letter(
+                &self,
+                delivery: &Delivery,
+                reason: &DeadReason,
+            ) -> Result<(), Error> {
+                (**self).dead_letter(delivery, reason).await
+            }
+            async fn replay(&self, priority: Priority, replay: &Replay) -> Result<u64, Error> {
+                (**self).replay(priority, replay).await
+            }
+            async fn purge(
+                &self,
+                priority: Priority,
+                state: QueueState,
+            ) -> Result<Option<u64>, Error> {
+                (**self).purge(priority, state).await
+            }
+            async fn delete(&self, priority: Priority, id: &str) -> Result<bool, Error> {
+                (**self).delete(priority, id).await
             }
         }
     )*};

@@ -56,6 +56,7 @@ mod driver;
 mod emitter;
 mod error;
 mod handler;
+mod inspect;
 mod job;
 mod job_emit;
 mod job_handler;
@@ -75,6 +76,9 @@ pub use driver::{
 pub use emitter::Emitter;
 pub use error::{BoxError, DecodeError, EXCERPT_LIMIT, Error, excerpt};
 pub use handler::{EchoHandler, FnHandler, Handler, HandlerError, IntoHandler, handler_fn};
+pub use inspect::{
+    DeadKind, DeadLetter, DeadReason, Figure, QueueState, QueueStats, Replay, Retention,
+};
 pub use job::Job;
 pub use job_emit::JobEmit;
 pub use job_handler::JobHandler;

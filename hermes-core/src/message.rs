@@ -160,6 +160,16 @@ impl Message {
         }
     }
 
+    /// The copy a replay of a dead letter sends: the same id, type, payload and created time,
+    /// due now, with its retries reset to 0 unless `keep_retries`.
+    pub fn replay_copy(&self, keep_retries: bool) -> Message {
+        Message {
+            retries: if keep_retries { self.retries } else { 0 },
+            execute_at: None,
+            ..self.clone()
+        }
+    }
+
     /// Builds a message from decoded parts, applying Hermes' rules: an empty id becomes a fresh
     /// UUID, a payload that is not an object or array becomes `None`.
     pub(crate) fn from_parts(

@@ -356,7 +356,7 @@ impl FileSystemDriver {
     }
 
     fn capabilities_for(options: &FileSystemOptions) -> Capabilities {
-        let mut capabilities = Capabilities::all();
+        let mut capabilities = Capabilities::all().without_inspection();
         let redelivers = !options.visibility_timeout.is_zero();
         capabilities.at_least_once = redelivers;
         capabilities.extend = redelivers;

@@ -166,7 +166,7 @@ impl Driver for RabbitMqDriver {
     }
 
     fn capabilities(&self) -> Capabilities {
-        let mut capabilities = Capabilities::all();
+        let mut capabilities = Capabilities::all().without_inspection();
         capabilities.extend = false;
         capabilities
     }

@@ -162,7 +162,7 @@ impl Driver for RedisSetDriver {
     }
 
     fn capabilities(&self) -> Capabilities {
-        let mut capabilities = Capabilities::all();
+        let mut capabilities = Capabilities::all().without_inspection();
         capabilities.fifo = false;
         capabilities.at_least_once = self.at_least_once();
         capabilities.extend = self.at_least_once();

@@ -233,7 +233,7 @@ impl Driver for SqsDriver {
     }
 
     fn capabilities(&self) -> Capabilities {
-        let mut capabilities = Capabilities::all();
+        let mut capabilities = Capabilities::all().without_inspection();
         capabilities.fifo = false;
         capabilities.max_payload = Some(self.inner.options.max_payload);
         capabilities

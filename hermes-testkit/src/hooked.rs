@@ -5,7 +5,10 @@ use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use hermes_core::{Capabilities, Delivery, Driver, Error, Message, Priority, async_trait};
+use hermes_core::{
+    Capabilities, DeadLetter, DeadReason, Delivery, Driver, Error, Message, Priority, QueueState,
+    QueueStats, Replay, async_trait,
+};
 
 /// An operation of the [`Driver`] trait, as [`HookedDriver`] counts and hooks it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -360,6 +363,45 @@ impl<D: Driver> Driver for HookedDriver<D> {
     async fn flush(&self) -> Result<(), Error> {
         self.before(Call::Flush)?;
         self.inner.flush().await
+    }
+
+    // Inspection and dead letters pass on without hooks or counts.
+
+    async fn stats(&self) -> Result<Vec<QueueStats>, Error> {
+        self.inner.stats().await
+    }
+
+    async fn peek(
+        &self,
+        priority: Priority,
+        state: QueueState,
+        limit: usize,
+    ) -> Result<Vec<Message>, Error> {
+        self.inner.peek(priority, state, limit).await
+    }
+
+    async fn dead_letters(
+        &self,
+        priority: Priority,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>, Error> {
+        self.inner.dead_letters(priority, limit).await
+    }
+
+    async fn dead_letter(&self, delivery: &Delivery, reason: &DeadReason) -> Result<(), Error> {
+        self.inner.dead_letter(delivery, reason).await
+    }
+
+    async fn replay(&self, priority: Priority, replay: &Replay) -> Result<u64, Error> {
+        self.inner.replay(priority, replay).await
+    }
+
+    async fn purge(&self, priority: Priority, state: QueueState) -> Result<Option<u64>, Error> {
+        self.inner.purge(priority, state).await
+    }
+
+    async fn delete(&self, priority: Priority, id: &str) -> Result<bool, Error> {
+        self.inner.delete(priority, id).await
     }
 }
 

@@ -55,6 +55,7 @@ impl Harness for MemoryHarness {
             queue: queue.to_owned(),
             visibility_timeout: self.visibility_timeout,
             max_payload: Some(1 << 20),
+            ..MemoryOptions::default()
         })?;
         queues.insert(queue.to_owned(), driver.reopen());
         Ok(driver)

@@ -33,6 +33,11 @@ pub struct DispatcherOptions {
     /// How long a handler past its time limit may go on after its token fired, to stop at a
     /// safe point, before its future is dropped. Default 1 s.
     pub time_limit_grace: Duration,
+    /// Keep a message whose handler failed for good (no retry left, no retry policy, or a
+    /// payload that does not fit its job type) in the driver's dead letters, with the reason,
+    /// on drivers with [`Capabilities::dead_letters`](crate::Capabilities::dead_letters).
+    /// Default true; false drops it, as Hermes does.
+    pub keep_dead_letters: bool,
 }
 
 impl Default for DispatcherOptions {
@@ -47,6 +52,7 @@ impl Default for DispatcherOptions {
             stop_on_undecodable: false,
             time_limit: None,
             time_limit_grace: Duration::from_secs(1),
+            keep_dead_letters: true,
         }
     }
 }

@@ -75,6 +75,24 @@ pub(super) async fn process(ctx: &Context, delivery: Delivery) {
         }
         return;
     };
+    let dead = report
+        .dead_reason(message)
+        .filter(|_| ctx.options.keep_dead_letters && ctx.driver.capabilities().dead_letters);
+    if let Some(reason) = dead {
+        tracing::warn!(
+            id = message.id(),
+            r#type = message.message_type(),
+            "Message #{} goes to the dead letters - {}",
+            message.id(),
+            reason.kind
+        );
+        if let Err(e) = with_retries(ctx, || ctx.driver.dead_letter(&delivery, &reason)).await {
+            // Not kept and not acknowledged: the broker delivers it again.
+            let _ = ctx.driver.nack(&delivery).await;
+            ctx.fail(e);
+        }
+        return;
+    }
     if let Some(copy) = report.retry {
         let sent = with_retries(ctx, || ctx.driver.send(&copy, delivery.priority())).await;
         if let Err(e) = sent {

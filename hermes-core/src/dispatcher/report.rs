@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::Message;
+use crate::{DeadKind, DeadReason, Message};
 
 /// The outcome of running one message through its handlers: one [`HandlerRun`] per handler,
 /// in registration order, and the retry copy the dispatcher sends (or, from
@@ -71,6 +71,30 @@ impl Report {
     /// Whether the message had a handler and none failed.
     pub fn succeeded(&self) -> bool {
         self.had_handler() && self.runs.iter().all(|run| run.outcome.is_ok())
+    }
+
+    /// Why the message becomes a dead letter, when it does: a handler failed and no retry copy
+    /// is due. The reason names the first failed handler, its error, and the message's
+    /// retries. `None` when every handler succeeded or a retry is due.
+    pub fn dead_reason(&self, message: &Message) -> Option<DeadReason> {
+        if self.retry.is_some() {
+            return None;
+        }
+        let run = self.runs.iter().find(|run| !run.outcome.is_ok())?;
+        let (kind, error) = match &run.outcome {
+            HandlerOutcome::Done | HandlerOutcome::NotDone => return None,
+            HandlerOutcome::Failed(error) => (DeadKind::Failed, error.clone()),
+            HandlerOutcome::Panicked(text) => (DeadKind::Failed, format!("panicked: {text}")),
+            HandlerOutcome::TimedOut(limit) => {
+                (DeadKind::Failed, format!("timed out after {limit:?}"))
+            }
+            HandlerOutcome::Rejected(reason) => (DeadKind::Rejected, reason.clone()),
+        };
+        Some(
+            DeadReason::new(kind, error)
+                .with_handler(run.handler.clone())
+                .with_retries(message.retries()),
+        )
     }
 
     /// The first outcome that is not ok, if any.

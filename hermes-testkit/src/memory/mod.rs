@@ -6,11 +6,16 @@ use std::time::Duration;
 
 use hermes_core::time::unix_now;
 use hermes_core::{
-    Capabilities, DEFAULT_PRIORITY, Delivery, Driver, Error, JsonSerializer, Message, Priority,
-    Receipt, Serializer, async_trait, validate_queue_name,
+    Capabilities, DEFAULT_PRIORITY, DeadKind, DeadLetter, DeadReason, Delivery, Driver, Error,
+    JsonSerializer, Message, Priority, QueueState, QueueStats, Receipt, Replay, Retention,
+    Serializer, async_trait, validate_queue_name,
 };
 use tokio::sync::Notify;
 use tokio::time::Instant;
+
+mod inspect;
+
+use inspect::Dead;
 
 const NAME: &str = "memory";
 
@@ -25,6 +30,8 @@ pub struct MemoryOptions {
     pub visibility_timeout: Duration,
     /// The largest encoded message accepted, in bytes; `None` (the default) for no limit.
     pub max_payload: Option<usize>,
+    /// How many dead letters are kept per queue, and how long.
+    pub retention: Retention,
 }
 
 impl Default for MemoryOptions {
@@ -33,6 +40,7 @@ impl Default for MemoryOptions {
             queue: "hermes".to_owned(),
             visibility_timeout: Duration::from_secs(30),
             max_payload: None,
+            retention: Retention::default(),
         }
     }
 }
@@ -82,7 +90,8 @@ struct State {
     in_flight: HashMap<u64, Lease>,
     /// Lease deadlines, for finding expired claims in order.
     deadlines: BTreeSet<(Instant, u64)>,
-    quarantine: Vec<Arc<[u8]>>,
+    /// Dead letters of every queue, oldest first: failed messages and undecodable bodies.
+    dead: VecDeque<Dead>,
     sequence: u64,
 }
 
@@ -187,9 +196,14 @@ impl MemoryDriver {
         Ok(queue.ready.pop_front().map(|body| body.to_vec()))
     }
 
-    /// The undecodable inputs moved to quarantine, oldest first.
+    /// The undecodable inputs moved to the dead letters, oldest first.
     pub fn quarantined(&self) -> Vec<Vec<u8>> {
-        self.lock().quarantine.iter().map(|b| b.to_vec()).collect()
+        self.lock()
+            .dead
+            .iter()
+            .filter(|d| d.message.is_none())
+            .map(|d| d.body.to_vec())
+            .collect()
     }
 
     /// The messages waiting or delayed (not the claimed ones), without claiming them: the
@@ -292,7 +306,15 @@ impl MemoryDriver {
                     ))
                 }
                 Err(source) => {
-                    state.quarantine.push(body);
+                    state.sequence += 1;
+                    let dead = Dead {
+                        id: format!("undecodable-{}", state.sequence),
+                        priority,
+                        body,
+                        message: None,
+                        reason: DeadReason::new(DeadKind::Undecodable, source.to_string()),
+                    };
+                    state.bury(dead, &self.shared.options.retention);
                     Err(Error::Undecodable {
                         quarantine: "the memory quarantine".to_owned(),
                         source,
@@ -488,5 +510,46 @@ impl Driver for MemoryDriver {
         lease.deadline = Instant::now() + by;
         state.deadlines.insert((lease.deadline, id));
         Ok(())
+    }
+
+    async fn stats(&self) -> Result<Vec<QueueStats>, Error> {
+        Ok(self.stats_now())
+    }
+
+    async fn peek(
+        &self,
+        priority: Priority,
+        state: QueueState,
+        limit: usize,
+    ) -> Result<Vec<Message>, Error> {
+        self.peek_now(priority, state, limit)
+    }
+
+    async fn dead_letters(
+        &self,
+        priority: Priority,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>, Error> {
+        self.dead_letters_now(priority, limit)
+    }
+
+    async fn dead_letter(&self, delivery: &Delivery, reason: &DeadReason) -> Result<(), Error> {
+        let LeaseId(id) = *delivery.receipt().downcast::<LeaseId>(NAME)?;
+        self.bury_delivery(id, delivery, reason);
+        Ok(())
+    }
+
+    async fn replay(&self, priority: Priority, replay: &Replay) -> Result<u64, Error> {
+        let replayed = self.replay_now(priority, replay)?;
+        self.shared.notify.notify_waiters();
+        Ok(replayed)
+    }
+
+    async fn purge(&self, priority: Priority, state: QueueState) -> Result<Option<u64>, Error> {
+        self.purge_now(priority, state).map(Some)
+    }
+
+    async fn delete(&self, priority: Priority, id: &str) -> Result<bool, Error> {
+        self.delete_now(priority, id)
     }
 }

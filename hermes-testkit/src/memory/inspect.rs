@@ -1,0 +1,294 @@
+//! The memory driver's inspection: figures, peeks, purges, deletes and dead letters, all exact.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hermes_core::time::unix_now;
+use hermes_core::{
+    DeadLetter, DeadReason, Delivery, Error, Figure, Message, Priority, QueueState, QueueStats,
+    Replay, Retention,
+};
+
+use super::{MemoryDriver, State};
+
+/// A dead letter as the memory driver keeps it: the body as it was on the queue.
+#[derive(Debug)]
+pub(super) struct Dead {
+    pub(super) id: String,
+    pub(super) priority: Priority,
+    pub(super) body: Arc<[u8]>,
+    /// `None` for an undecodable body.
+    pub(super) message: Option<Message>,
+    pub(super) reason: DeadReason,
+}
+
+impl State {
+    /// Keeps `dead`, then drops the oldest dead letters of its queue beyond `retention`.
+    pub(super) fn bury(&mut self, dead: Dead, retention: &Retention) {
+        let priority = dead.priority;
+        self.dead.push_back(dead);
+        let oldest_kept = unix_now() - retention.max_age.as_secs_f64();
+        self.dead
+            .retain(|d| d.priority != priority || d.reason.at >= oldest_kept);
+        let mut excess = self
+            .dead
+            .iter()
+            .filter(|d| d.priority == priority)
+            .count()
+            .saturating_sub(retention.max_count);
+        self.dead.retain(|d| {
+            if excess > 0 && d.priority == priority {
+                excess -= 1;
+                return false;
+            }
+            true
+        });
+    }
+
+    fn check_priority(&self, priority: Priority) -> Result<(), Error> {
+        self.check_filter(&[priority])
+    }
+}
+
+impl MemoryDriver {
+    pub(super) fn stats_now(&self) -> Vec<QueueStats> {
+        let mut state = self.lock();
+        let now = unix_now();
+        state.promote_due(now);
+        let state = &*state;
+        state
+            .queues
+            .iter()
+            .rev()
+            .map(|(priority, queue)| {
+                let oldest_due = queue
+                    .ready
+                    .iter()
+                    .filter_map(|body| self.serializer.deserialize(body).ok())
+                    .map(|m| m.due())
+                    .reduce(f64::min);
+                let latency = oldest_due.map_or(Duration::ZERO, |due| {
+                    Duration::from_secs_f64((now - due).max(0.0))
+                });
+                let exact = |n: usize| Figure::Exact(n as u64);
+                let mut stats = QueueStats::unknown(queue.name.clone(), *priority);
+                stats.waiting = exact(queue.ready.len());
+                stats.delayed = exact(
+                    state
+                        .scheduled
+                        .values()
+                        .filter(|s| s.priority == *priority)
+                        .count(),
+                );
+                stats.in_flight = exact(
+                    state
+                        .in_flight
+                        .values()
+                        .filter(|l| l.priority == *priority)
+                        .count(),
+                );
+                stats.dead = exact(
+                    state
+                        .dead
+                        .iter()
+                        .filter(|d| d.priority == *priority)
+                        .count(),
+                );
+                stats.latency = Figure::Exact(latency);
+                stats
+            })
+            .collect()
+    }
+
+    pub(super) fn peek_now(
+        &self,
+        priority: Priority,
+        queue_state: QueueState,
+        limit: usize,
+    ) -> Result<Vec<Message>, Error> {
+        let mut state = self.lock();
+        state.check_priority(priority)?;
+        state.promote_due(unix_now());
+        let bodies: Vec<Arc<[u8]>> = match queue_state {
+            QueueState::Waiting => state.queues[&priority].ready.iter().cloned().collect(),
+            QueueState::Delayed => state
+                .scheduled
+                .values()
+                .filter(|s| s.priority == priority)
+                .map(|s| s.body.clone())
+                .collect(),
+            QueueState::InFlight => {
+                let mut leases: Vec<_> = state
+                    .in_flight
+                    .iter()
+                    .filter(|(_, l)| l.priority == priority)
+                    .collect();
+                leases.sort_by_key(|(id, _)| **id);
+                leases.into_iter().map(|(_, l)| l.body.clone()).collect()
+            }
+            QueueState::Dead => state
+                .dead
+                .iter()
+                .filter(|d| d.priority == priority && d.message.is_some())
+                .map(|d| d.body.clone())
+                .collect(),
+            _ => return Err(self.unsupported_state(queue_state)),
+        };
+        Ok(bodies
+            .iter()
+            .filter_map(|body| self.serializer.deserialize(body).ok())
+            .take(limit)
+            .collect())
+    }
+
+    pub(super) fn dead_letters_now(
+        &self,
+        priority: Priority,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>, Error> {
+        let state = self.lock();
+        state.check_priority(priority)?;
+        Ok(state
+            .dead
+            .iter()
+            .filter(|d| d.priority == priority)
+            .take(limit)
+            .map(|d| {
+                let mut letter = DeadLetter::new(d.id.clone(), d.priority, d.reason.clone());
+                letter.message = d.message.clone();
+                letter
+            })
+            .collect())
+    }
+
+    /// Moves the claim `lease` to the dead letters. A claim that already expired has no effect
+    /// (the redelivered copy is someone else's).
+    pub(super) fn bury_delivery(&self, lease: u64, delivery: &Delivery, reason: &DeadReason) {
+        let mut state = self.lock();
+        let Some(held) = state.in_flight.remove(&lease) else {
+            return;
+        };
+        state.deadlines.remove(&(held.deadline, lease));
+        let dead = Dead {
+            id: delivery.message().id().to_owned(),
+            priority: held.priority,
+            body: held.body,
+            message: Some(delivery.message().clone()),
+            reason: reason.clone(),
+        };
+        state.bury(dead, &self.shared.options.retention);
+    }
+
+    pub(super) fn replay_now(&self, priority: Priority, replay: &Replay) -> Result<u64, Error> {
+        let mut state = self.lock();
+        state.check_priority(priority)?;
+        let mut back = Vec::new();
+        let mut kept = std::collections::VecDeque::new();
+        for dead in std::mem::take(&mut state.dead) {
+            let mut letter = DeadLetter::new(dead.id.clone(), dead.priority, dead.reason.clone());
+            letter.message = dead.message.clone();
+            if dead.priority == priority && replay.selects(&letter) {
+                back.push(dead);
+            } else {
+                kept.push_back(dead);
+            }
+        }
+        state.dead = kept;
+        let mut replayed = 0;
+        for dead in back {
+            let body: Arc<[u8]> = match &dead.message {
+                Some(message) => self.serializer.serialize(&replay.replayed(message))?.into(),
+                None => dead.body,
+            };
+            let queue = state.queues.get_mut(&priority).expect("checked");
+            queue.ready.push_back(body);
+            replayed += 1;
+        }
+        Ok(replayed)
+    }
+
+    pub(super) fn purge_now(
+        &self,
+        priority: Priority,
+        queue_state: QueueState,
+    ) -> Result<u64, Error> {
+        let mut state = self.lock();
+        state.check_priority(priority)?;
+        let state = &mut *state;
+        let purged = match queue_state {
+            QueueState::Waiting => {
+                let ready = &mut state.queues.get_mut(&priority).expect("checked").ready;
+                let n = ready.len();
+                ready.clear();
+                n
+            }
+            QueueState::Delayed => {
+                let before = state.scheduled.len();
+                state.scheduled.retain(|_, s| s.priority != priority);
+                before - state.scheduled.len()
+            }
+            QueueState::InFlight => {
+                let ids: Vec<u64> = state
+                    .in_flight
+                    .iter()
+                    .filter(|(_, l)| l.priority == priority)
+                    .map(|(id, _)| *id)
+                    .collect();
+                for id in &ids {
+                    if let Some(lease) = state.in_flight.remove(id) {
+                        state.deadlines.remove(&(lease.deadline, *id));
+                    }
+                }
+                ids.len()
+            }
+            QueueState::Dead => {
+                let before = state.dead.len();
+                state.dead.retain(|d| d.priority != priority);
+                before - state.dead.len()
+            }
+            _ => return Err(self.unsupported_state(queue_state)),
+        };
+        Ok(purged as u64)
+    }
+
+    pub(super) fn delete_now(&self, priority: Priority, id: &str) -> Result<bool, Error> {
+        let mut state = self.lock();
+        state.check_priority(priority)?;
+        let state = &mut *state;
+        let is_it = |body: &Arc<[u8]>| {
+            self.serializer
+                .deserialize(body)
+                .is_ok_and(|m| m.id() == id)
+        };
+        let ready = &mut state.queues.get_mut(&priority).expect("checked").ready;
+        if let Some(at) = ready.iter().position(is_it) {
+            ready.remove(at);
+            return Ok(true);
+        }
+        let scheduled = state
+            .scheduled
+            .iter()
+            .find(|(_, s)| s.priority == priority && is_it(&s.body))
+            .map(|(key, _)| *key);
+        if let Some(key) = scheduled {
+            state.scheduled.remove(&key);
+            return Ok(true);
+        }
+        if let Some(at) = state
+            .dead
+            .iter()
+            .position(|d| d.priority == priority && d.id == id)
+        {
+            state.dead.remove(at);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    fn unsupported_state(&self, _: QueueState) -> Error {
+        Error::Unsupported {
+            driver: super::NAME,
+            what: "this queue state",
+        }
+    }
+}
