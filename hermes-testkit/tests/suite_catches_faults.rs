@@ -5,8 +5,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use hermes_core::{
-    Capabilities, DEFAULT_PRIORITY, DecodeError, Delivery, Driver, Error, JsonSerializer, Message,
-    Priority, Serializer, async_trait,
+    Capabilities, DEFAULT_PRIORITY, DeadLetter, DeadReason, DecodeError, Delivery, Driver, Error,
+    Figure, JsonSerializer, Message, Priority, QueueState, QueueStats, Replay, Serializer,
+    async_trait,
 };
 use hermes_testkit::suite::{self, Harness, scenarios};
 use hermes_testkit::{MemoryDriver, MemoryHarness};
@@ -30,6 +31,16 @@ enum Fault {
     /// Messages are written with `/` unescaped: JSON a decoder reads as the same message, but
     /// not the bytes PHP Hermes writes.
     UnescapedSlashes,
+    /// `stats` counts claimed messages as waiting.
+    MiscountsInFlight,
+    /// `peek` claims what it lists.
+    PeekClaims,
+    /// `purge` of the waiting messages takes the delayed ones too.
+    PurgesEverything,
+    /// `dead_letter` only acknowledges: the message is lost.
+    DropsDeadLetters,
+    /// `replay` keeps the retry count.
+    ReplayKeepsRetries,
 }
 
 /// Hermes' JSON with `/` left unescaped.
@@ -119,6 +130,62 @@ impl Driver for Faulty {
     }
     async fn nack(&self, delivery: &Delivery) -> Result<(), Error> {
         self.inner.nack(delivery).await
+    }
+    async fn stats(&self) -> Result<Vec<QueueStats>, Error> {
+        let mut stats = self.inner.stats().await?;
+        if self.fault == Fault::MiscountsInFlight {
+            for queue in &mut stats {
+                let moved = queue.in_flight.value().unwrap_or(0);
+                queue.waiting = Figure::Exact(queue.waiting.value().unwrap_or(0) + moved);
+                queue.in_flight = Figure::Exact(0);
+            }
+        }
+        Ok(stats)
+    }
+    async fn peek(
+        &self,
+        p: Priority,
+        state: QueueState,
+        limit: usize,
+    ) -> Result<Vec<Message>, Error> {
+        if self.fault == Fault::PeekClaims && state == QueueState::Waiting {
+            let mut taken = Vec::new();
+            while taken.len() < limit {
+                match self.inner.receive(&[p], Duration::ZERO).await? {
+                    Some(d) => taken.push(d.message().clone()),
+                    None => break,
+                }
+            }
+            return Ok(taken);
+        }
+        self.inner.peek(p, state, limit).await
+    }
+    async fn dead_letters(&self, p: Priority, limit: usize) -> Result<Vec<DeadLetter>, Error> {
+        self.inner.dead_letters(p, limit).await
+    }
+    async fn dead_letter(&self, delivery: &Delivery, reason: &DeadReason) -> Result<(), Error> {
+        if self.fault == Fault::DropsDeadLetters {
+            return self.inner.ack(delivery).await;
+        }
+        self.inner.dead_letter(delivery, reason).await
+    }
+    async fn replay(&self, p: Priority, replay: &Replay) -> Result<u64, Error> {
+        if self.fault == Fault::ReplayKeepsRetries {
+            return self
+                .inner
+                .replay(p, &replay.clone().keeping_retries())
+                .await;
+        }
+        self.inner.replay(p, replay).await
+    }
+    async fn purge(&self, p: Priority, state: QueueState) -> Result<Option<u64>, Error> {
+        if self.fault == Fault::PurgesEverything {
+            self.inner.purge(p, QueueState::Delayed).await?;
+        }
+        self.inner.purge(p, state).await
+    }
+    async fn delete(&self, p: Priority, id: &str) -> Result<bool, Error> {
+        self.inner.delete(p, id).await
     }
 }
 
@@ -226,6 +293,31 @@ must_fail!(
     a_duplicated_send_fails_the_wire_check,
     Fault::SendsTwice,
     php_json_in_hermes_json_out
+);
+must_fail!(
+    miscounted_claims_fail,
+    Fault::MiscountsInFlight,
+    stats_count_every_state
+);
+must_fail!(
+    a_claiming_peek_fails,
+    Fault::PeekClaims,
+    peek_leaves_messages_where_they_were
+);
+must_fail!(
+    a_purge_of_too_much_fails,
+    Fault::PurgesEverything,
+    purge_empties_only_what_it_names
+);
+must_fail!(
+    dropped_dead_letters_fail,
+    Fault::DropsDeadLetters,
+    failed_messages_become_dead_letters_and_replay
+);
+must_fail!(
+    a_replay_keeping_retries_fails,
+    Fault::ReplayKeepsRetries,
+    failed_messages_become_dead_letters_and_replay
 );
 must_fail!(
     at_most_once_fails,

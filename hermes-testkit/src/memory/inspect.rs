@@ -292,3 +292,82 @@ impl MemoryDriver {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use hermes_core::{
+        DEFAULT_PRIORITY, DeadKind, DeadReason, Driver, Message, QueueState, Replay,
+    };
+
+    use crate::{MemoryDriver, MemoryOptions};
+
+    async fn bury(driver: &MemoryDriver, id: &str, at: f64) {
+        let message = Message::builder("t").id(id).build().unwrap();
+        driver.send(&message, DEFAULT_PRIORITY).await.unwrap();
+        let delivery = driver.receive(&[], Duration::ZERO).await.unwrap().unwrap();
+        let mut reason = DeadReason::new(DeadKind::Failed, "no");
+        reason.at = at;
+        driver.dead_letter(&delivery, &reason).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn retention_drops_the_oldest_beyond_the_count_and_those_past_the_age() {
+        let mut options = MemoryOptions::default();
+        options.retention.max_count = 2;
+        options.retention.max_age = Duration::from_secs(3600);
+        let driver = MemoryDriver::with_options(options).unwrap();
+        let now = hermes_core::time::unix_now();
+        bury(&driver, "ancient", now - 7200.0).await;
+        bury(&driver, "a", now).await;
+        bury(&driver, "b", now).await;
+        bury(&driver, "c", now).await;
+        let ids: Vec<_> = driver
+            .dead_letters(DEFAULT_PRIORITY, 10)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|l| l.id)
+            .collect();
+        assert_eq!(ids, ["b", "c"]);
+    }
+
+    #[tokio::test]
+    async fn an_undecodable_body_replays_as_its_bytes() {
+        let driver = MemoryDriver::new();
+        driver.push_raw(DEFAULT_PRIORITY, b"garbage").unwrap();
+        assert!(driver.receive(&[], Duration::ZERO).await.is_err());
+        let letters = driver.dead_letters(DEFAULT_PRIORITY, 10).await.unwrap();
+        assert_eq!(letters[0].reason.kind, DeadKind::Undecodable);
+        assert_eq!(
+            driver
+                .replay(DEFAULT_PRIORITY, &Replay::ids([letters[0].id.clone()]))
+                .await
+                .unwrap(),
+            1
+        );
+        assert!(
+            driver
+                .dead_letters(DEFAULT_PRIORITY, 10)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        let waiting = driver.stats().await.unwrap()[0].waiting;
+        assert_eq!(waiting, hermes_core::Figure::Exact(1), "back as it was");
+        assert!(
+            driver.receive(&[], Duration::ZERO).await.is_err(),
+            "still garbage"
+        );
+        assert_eq!(driver.quarantined(), [b"garbage".to_vec()]);
+        let none = driver
+            .peek(DEFAULT_PRIORITY, QueueState::Dead, 10)
+            .await
+            .unwrap();
+        assert!(
+            none.is_empty(),
+            "an undecodable body has no message to peek"
+        );
+    }
+}

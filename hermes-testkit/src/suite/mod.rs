@@ -15,6 +15,7 @@
 //! [`conformance_suite!`]: crate::conformance_suite
 
 mod harness;
+mod inspection;
 mod jobs;
 mod raw_fuzz;
 pub mod scenarios;
@@ -170,6 +171,10 @@ macro_rules! conformance_suite {
             random_raw_inputs_are_delivered_or_quarantined,
             typed_jobs_meet_php_messages,
             a_handler_past_its_time_limit_is_cancelled_and_retried,
+            stats_count_every_state,
+            peek_leaves_messages_where_they_were,
+            purge_empties_only_what_it_names,
+            failed_messages_become_dead_letters_and_replay,
         );
     };
     (@tests $harness:expr; $($scenario:ident),* $(,)?) => {
@@ -219,6 +224,7 @@ mod tests {
             include_str!("scenarios.rs"),
             include_str!("raw_fuzz.rs"),
             include_str!("jobs.rs"),
+            include_str!("inspection.rs"),
         ]
         .iter()
         .flat_map(|source| defined(source))

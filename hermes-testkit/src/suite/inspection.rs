@@ -1,0 +1,320 @@
+//! Scenarios of inspection and dead letters, run on drivers that declare them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hermes_core::{
+    DEFAULT_PRIORITY, DeadKind, DeadReason, Dispatcher, DispatcherOptions, Driver, Figure,
+    HandlerError, Message, QueueState, QueueStats, Replay, handler_fn,
+};
+use serde_json::json;
+
+use super::scenarios::{PATIENCE, ack, message, open, send};
+use super::{Harness, Outcome};
+
+/// The figures of the default queue.
+async fn default_stats(driver: &impl Driver) -> QueueStats {
+    let stats = driver.stats().await.expect("stats");
+    stats
+        .into_iter()
+        .find(|s| s.priority == DEFAULT_PRIORITY)
+        .expect("the default queue in the stats")
+}
+
+/// Checks that `figure` is `want`: exactly on drivers with exact stats, otherwise within the
+/// approximation (an approximate or exact figure no further than 1 off, or unknown).
+fn assert_count(figure: Figure<u64>, want: u64, exact: bool, what: &str) {
+    if exact {
+        assert_eq!(figure, Figure::Exact(want), "{what}");
+    } else if let Some(got) = figure.value() {
+        assert!(got.abs_diff(want) <= 1, "{what}: {got}, want about {want}");
+    }
+}
+
+async fn claim(driver: &impl Driver) -> hermes_core::Delivery {
+    driver
+        .receive(&[], PATIENCE)
+        .await
+        .expect("receive")
+        .expect("a message")
+}
+
+/// After known sends, a claim, delays and a dead letter, the figures of the queue match: 2
+/// waiting, 2 delayed, 1 in flight, 1 dead; the latency of a queue whose oldest message has
+/// waited a second is at least that second, and zero once the queue is empty.
+pub async fn stats_count_every_state<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver = open(h, queue).await;
+    let caps = driver.capabilities();
+    if !caps.stats {
+        return Outcome::lacks("stats");
+    }
+    let empty = default_stats(&driver).await;
+    assert_count(empty.waiting, 0, caps.exact_stats, "waiting when empty");
+    if caps.exact_stats {
+        assert_eq!(
+            empty.latency,
+            Figure::Exact(Duration::ZERO),
+            "empty latency"
+        );
+    }
+    for n in 0..4 {
+        send(&driver, &message("counted", n), DEFAULT_PRIORITY).await;
+    }
+    for n in 0..2 {
+        let delayed = Message::builder("counted")
+            .payload(&json!({ "n": 10 + n }))
+            .delay(Duration::from_secs(600))
+            .build()
+            .expect("a message");
+        send(&driver, &delayed, DEFAULT_PRIORITY).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let held = claim(&driver).await;
+    let dead = if caps.dead_letters {
+        let doomed = claim(&driver).await;
+        let reason = DeadReason::new(DeadKind::Failed, "deliberate").with_handler("scenario");
+        driver
+            .dead_letter(&doomed, &reason)
+            .await
+            .expect("dead-lettering");
+        1
+    } else {
+        0
+    };
+    let stats = default_stats(&driver).await;
+    assert_count(stats.waiting, 3 - dead, caps.exact_stats, "waiting");
+    assert_count(stats.delayed, 2, caps.exact_stats, "delayed");
+    assert_count(stats.in_flight, 1, caps.exact_stats, "in flight");
+    if caps.dead_letters {
+        assert_count(stats.dead, 1, caps.exact_stats, "dead");
+    }
+    if let Figure::Exact(latency) = stats.latency {
+        assert!(latency >= Duration::from_secs(1), "latency {latency:?}");
+        assert!(latency < Duration::from_secs(60), "latency {latency:?}");
+    }
+    ack(&driver, &held).await;
+    Outcome::Passed
+}
+
+/// A peek lists waiting and delayed messages, oldest first and at most `limit`, and leaves them
+/// where they were: the next receive still gets the first one.
+pub async fn peek_leaves_messages_where_they_were<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver = open(h, queue).await;
+    let caps = driver.capabilities();
+    if !caps.peek {
+        return Outcome::lacks("peek");
+    }
+    let sent: Vec<Message> = (0..3).map(|n| message("peeked", n)).collect();
+    for m in &sent {
+        send(&driver, m, DEFAULT_PRIORITY).await;
+    }
+    let later = Message::builder("peeked")
+        .delay(Duration::from_secs(600))
+        .build()
+        .expect("a message");
+    send(&driver, &later, DEFAULT_PRIORITY).await;
+
+    let peeked = driver
+        .peek(DEFAULT_PRIORITY, QueueState::Waiting, 2)
+        .await
+        .expect("peek");
+    assert_eq!(peeked.len(), 2, "the limit holds");
+    if caps.fifo {
+        assert_eq!(peeked, sent[..2], "oldest first, every field");
+    }
+    let again = driver
+        .peek(DEFAULT_PRIORITY, QueueState::Waiting, 10)
+        .await
+        .expect("peek");
+    assert_eq!(again.len(), 3, "a peek takes nothing away");
+    let delayed = driver
+        .peek(DEFAULT_PRIORITY, QueueState::Delayed, 10)
+        .await
+        .expect("peek delayed");
+    assert_eq!(delayed, std::slice::from_ref(&later));
+
+    let first = claim(&driver).await;
+    if caps.fifo {
+        assert_eq!(
+            first.message().id(),
+            sent[0].id(),
+            "the next receive is unchanged"
+        );
+    }
+    let in_flight = driver
+        .peek(DEFAULT_PRIORITY, QueueState::InFlight, 10)
+        .await
+        .expect("peek in flight");
+    assert_eq!(in_flight, [first.message().clone()]);
+    ack(&driver, &first).await;
+    Outcome::Passed
+}
+
+/// A purge empties the state it names and no other; a delete removes one message by id.
+pub async fn purge_empties_only_what_it_names<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver = open(h, queue).await;
+    let caps = driver.capabilities();
+    if !caps.purge {
+        return Outcome::lacks("purge");
+    }
+    for n in 0..3 {
+        send(&driver, &message("purged", n), DEFAULT_PRIORITY).await;
+    }
+    let later = Message::builder("purged")
+        .delay(Duration::from_secs(600))
+        .build()
+        .expect("a message");
+    send(&driver, &later, DEFAULT_PRIORITY).await;
+
+    let purged = driver
+        .purge(DEFAULT_PRIORITY, QueueState::Waiting)
+        .await
+        .expect("purging waiting");
+    if let Some(n) = purged {
+        assert_eq!(n, 3);
+    }
+    assert!(
+        driver
+            .receive(&[], Duration::from_millis(500))
+            .await
+            .expect("receive")
+            .is_none(),
+        "nothing waiting is left"
+    );
+    if caps.stats {
+        let stats = default_stats(&driver).await;
+        assert_count(stats.delayed, 1, caps.exact_stats, "the delayed one stays");
+    }
+    if caps.delete {
+        assert!(
+            driver
+                .delete(DEFAULT_PRIORITY, later.id())
+                .await
+                .expect("delete")
+        );
+        assert!(
+            !driver
+                .delete(DEFAULT_PRIORITY, later.id())
+                .await
+                .expect("delete")
+        );
+    } else {
+        driver
+            .purge(DEFAULT_PRIORITY, QueueState::Delayed)
+            .await
+            .expect("purging delayed");
+    }
+    if caps.stats {
+        let stats = default_stats(&driver).await;
+        assert_count(stats.delayed, 0, caps.exact_stats, "no delayed one left");
+    }
+    Outcome::Passed
+}
+
+/// A message whose handler fails without a retry policy becomes a dead letter with the
+/// reason; an undecodable body does too. Replaying puts the message back due now with its
+/// retries reset, and the body back as it was; the replayed message is handled.
+pub async fn failed_messages_become_dead_letters_and_replay<H: Harness>(
+    h: &H,
+    queue: &str,
+) -> Outcome {
+    let driver: Arc<dyn Driver> = Arc::new(open(h, queue).await);
+    if !driver.capabilities().dead_letters {
+        return Outcome::lacks("dead_letters");
+    }
+    let doomed = Message::builder("doomed")
+        .id("doomed-1")
+        .payload(&json!({"n": 1}))
+        .retries(2)
+        .build()
+        .expect("a message");
+    send(&driver, &doomed, DEFAULT_PRIORITY).await;
+    let garbage: &[u8] = b"{not hermes json";
+    let with_garbage = h.carries_raw(garbage);
+    if with_garbage {
+        h.push_raw(queue, garbage).await.expect("pushing garbage");
+    }
+
+    let mut dispatcher = Dispatcher::from_arc(driver.clone()).max_items(1);
+    dispatcher.register_handler(
+        "doomed",
+        handler_fn(|_m: Message| async { Err::<bool, _>(HandlerError::msg("the disk is full")) })
+            .named("Archiver"),
+    );
+    tokio::time::timeout(PATIENCE, dispatcher.handle(&[]))
+        .await
+        .expect("the dispatcher found no message")
+        .expect("the dispatcher failed");
+    if with_garbage {
+        // The garbage is dead-lettered by the driver as the next receive meets it.
+        let next = driver.receive(&[], Duration::from_secs(2)).await;
+        assert!(
+            matches!(next, Err(hermes_core::Error::Undecodable { .. }) | Ok(None)),
+            "{next:?}"
+        );
+    }
+
+    let letters = driver
+        .dead_letters(DEFAULT_PRIORITY, 10)
+        .await
+        .expect("listing dead letters");
+    let failed = letters
+        .iter()
+        .find(|l| l.id == "doomed-1")
+        .expect("the failed message is a dead letter");
+    assert_eq!(failed.reason.kind, DeadKind::Failed);
+    assert_eq!(failed.reason.error, "the disk is full");
+    assert_eq!(failed.reason.handler.as_deref(), Some("Archiver"));
+    assert_eq!(failed.reason.retries, 2);
+    assert!((failed.reason.at - hermes_core::time::unix_now()).abs() < 120.0);
+    assert_eq!(failed.message.as_ref(), Some(&doomed));
+    if with_garbage {
+        let undecodable = letters
+            .iter()
+            .find(|l| l.reason.kind == DeadKind::Undecodable)
+            .expect("the garbage is a dead letter");
+        assert!(undecodable.message.is_none());
+        assert!(
+            !undecodable.reason.error.contains("not hermes"),
+            "no input in the reason"
+        );
+    }
+
+    let replayed = driver
+        .replay(DEFAULT_PRIORITY, &Replay::ids(["doomed-1"]))
+        .await
+        .expect("replaying");
+    assert_eq!(replayed, 1);
+    let back = claim(&driver).await;
+    assert_eq!(back.message().id(), "doomed-1");
+    assert_eq!(back.message().retries(), 0, "retries reset");
+    assert_eq!(back.message().payload(), doomed.payload());
+    assert_eq!(back.message().execute_at(), None, "due now");
+    ack(&driver, &back).await;
+    let left = driver
+        .dead_letters(DEFAULT_PRIORITY, 10)
+        .await
+        .expect("listing dead letters");
+    assert!(left.iter().all(|l| l.id != "doomed-1"), "replayed, so gone");
+
+    let mut options = DispatcherOptions::default();
+    options.max_items = 1;
+    options.keep_dead_letters = false;
+    let dropped = message("doomed", 2);
+    send(&driver, &dropped, DEFAULT_PRIORITY).await;
+    let mut dispatcher = Dispatcher::from_arc(driver.clone()).options(options);
+    dispatcher.register_fn("doomed", |_m| async { Err(HandlerError::msg("again")) });
+    tokio::time::timeout(PATIENCE, dispatcher.handle(&[]))
+        .await
+        .expect("the dispatcher found no message")
+        .expect("the dispatcher failed");
+    let letters = driver
+        .dead_letters(DEFAULT_PRIORITY, 10)
+        .await
+        .expect("listing dead letters");
+    assert!(
+        letters.iter().all(|l| l.id != dropped.id()),
+        "with the opt-out it is dropped, as Hermes does"
+    );
+    Outcome::Passed
+}
