@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use hermes_core::Retention;
+
 /// Options of a [`FileSystemDriver`](crate::FileSystemDriver). Start from
 /// [`FileSystemOptions::default`] and change fields.
 #[derive(Debug, Clone)]
@@ -23,6 +25,9 @@ pub struct FileSystemOptions {
     /// `refresh_interval`. Default true; falls back to polling when notifications are
     /// unavailable.
     pub watch: bool,
+    /// How many dead letters `failed/` keeps per queue, and for how long; the oldest go first.
+    /// Default 10,000 and 180 days.
+    pub retention: Retention,
 }
 
 impl Default for FileSystemOptions {
@@ -32,6 +37,7 @@ impl Default for FileSystemOptions {
             visibility_timeout: Duration::from_secs(300),
             durable: false,
             watch: true,
+            retention: Retention::default(),
         }
     }
 }

@@ -7,14 +7,15 @@ use std::time::{Duration, Instant};
 
 use hermes_core::time::{unix_now, until};
 use hermes_core::{
-    Capabilities, DEFAULT_PRIORITY, Delivery, Driver, Error, JsonSerializer, Message, Priority,
-    PriorityQueues, Receipt, Serializer, async_trait, validate_queue_name,
+    Capabilities, DEFAULT_PRIORITY, DeadKind, DeadLetter, DeadReason, Delivery, Driver, Error,
+    JsonSerializer, Message, Priority, PriorityQueues, QueueState, QueueStats, Receipt, Replay,
+    Serializer, async_trait, validate_queue_name,
 };
 use tokio::sync::Notify;
 
 use crate::queue::{Head, QueueDir};
 use crate::watch::Watcher;
-use crate::{FileSystemOptions, NAME, naming};
+use crate::{FileSystemOptions, NAME, inspect, naming};
 
 /// How often a watched folder is read whole anyway, in case a notification was lost.
 const SAFETY_RESCAN: Duration = Duration::from_secs(60);
@@ -36,6 +37,13 @@ const SAFETY_RESCAN: Duration = Duration::from_secs(60);
 /// out the refresh interval; a worker keeps an ordered index of `new/` so a backlog of 100,000
 /// files costs no more per message than a backlog of 100; and [`FileSystemOptions::durable`]
 /// flushes every sent message to disk.
+///
+/// Inspection and dead letters, exact: counts come from the file names (`new/` split at the
+/// current time into waiting and delayed, `processing/`, `failed/`), a peek reads files without
+/// moving them. A message whose handler failed for good goes to `failed/` under its name, as
+/// undecodable files do, beside `<name>.reason` holding the reason as JSON (kind, error,
+/// handler, time, retries); PHP Hermes never reads `failed/`. A file there without a reason
+/// file is an undecodable dead letter. [`FileSystemOptions::retention`] caps `failed/`.
 ///
 /// Do not share the directory over NFS or another network filesystem: `rename` is atomic only
 /// on one local filesystem. The driver makes short blocking filesystem calls on the calling
@@ -61,18 +69,18 @@ const SAFETY_RESCAN: Duration = Duration::from_secs(60);
 /// ```
 #[derive(Debug, Clone)]
 pub struct FileSystemDriver {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 #[derive(Debug)]
-struct Inner {
-    directory: PathBuf,
-    options: FileSystemOptions,
-    serializer: Arc<dyn Serializer>,
-    queues: PriorityQueues<Arc<QueueDir>>,
+pub(crate) struct Inner {
+    pub(crate) directory: PathBuf,
+    pub(crate) options: FileSystemOptions,
+    pub(crate) serializer: Arc<dyn Serializer>,
+    pub(crate) queues: PriorityQueues<Arc<QueueDir>>,
     /// Started by the first `receive`: an emitter never watches anything.
     watcher: Mutex<Option<Watcher>>,
-    wake: Arc<Notify>,
+    pub(crate) wake: Arc<Notify>,
     schedule: Mutex<Schedule>,
 }
 
@@ -333,6 +341,10 @@ impl FileSystemDriver {
                         Ok(Ok(self.leased(delivery)))
                     }
                     Err(source) => {
+                        let reason = DeadReason::new(DeadKind::Undecodable, source.to_string());
+                        if let Err(e) = inspect::write_reason(&queue.failed, &file, &reason) {
+                            tracing::warn!("Cannot record why {file} is undecodable - {e}");
+                        }
                         let to = queue.quarantine(&claimed, &file);
                         Err(Error::Undecodable {
                             quarantine: to.display().to_string(),
@@ -356,7 +368,7 @@ impl FileSystemDriver {
     }
 
     fn capabilities_for(options: &FileSystemOptions) -> Capabilities {
-        let mut capabilities = Capabilities::all().without_inspection();
+        let mut capabilities = Capabilities::all();
         let redelivers = !options.visibility_timeout.is_zero();
         capabilities.at_least_once = redelivers;
         capabilities.extend = redelivers;
@@ -466,5 +478,44 @@ impl Driver for FileSystemDriver {
                 receipt.file
             )))
         }
+    }
+
+    async fn stats(&self) -> Result<Vec<QueueStats>, Error> {
+        self.stats_now()
+    }
+
+    async fn peek(
+        &self,
+        priority: Priority,
+        state: QueueState,
+        limit: usize,
+    ) -> Result<Vec<Message>, Error> {
+        self.peek_now(priority, state, limit)
+    }
+
+    async fn dead_letters(
+        &self,
+        priority: Priority,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>, Error> {
+        self.dead_letters_now(priority, limit)
+    }
+
+    async fn dead_letter(&self, delivery: &Delivery, reason: &DeadReason) -> Result<(), Error> {
+        let receipt = delivery.receipt().downcast::<FsReceipt>(NAME)?;
+        let claimed = receipt.claimed.lock().unwrap_or_else(|e| e.into_inner());
+        self.bury(&receipt.queue, &claimed, &receipt.file, reason)
+    }
+
+    async fn replay(&self, priority: Priority, replay: &Replay) -> Result<u64, Error> {
+        self.replay_now(priority, replay)
+    }
+
+    async fn purge(&self, priority: Priority, state: QueueState) -> Result<Option<u64>, Error> {
+        self.purge_now(priority, state).map(Some)
+    }
+
+    async fn delete(&self, priority: Priority, id: &str) -> Result<bool, Error> {
+        self.delete_now(priority, id)
     }
 }

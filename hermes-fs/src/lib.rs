@@ -45,6 +45,7 @@ compile_error!("hermes-fs needs a Unix system: it relies on atomic rename and in
 mod config;
 mod driver;
 mod error;
+mod inspect;
 mod naming;
 mod queue;
 mod watch;

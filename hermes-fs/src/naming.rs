@@ -27,6 +27,16 @@ pub(crate) fn due_of(name: &str) -> Option<f64> {
     due.parse::<f64>().ok().filter(|d| d.is_finite())
 }
 
+/// The name of the file holding the reason of the dead letter `name` in `failed/`.
+pub(crate) fn reason_file(name: &str) -> String {
+    format!("{name}.reason")
+}
+
+/// Whether `name` in `failed/` is a reason file (or a reason file being written).
+pub(crate) fn is_reason_file(name: &str) -> bool {
+    name.ends_with(".reason") || (name.starts_with('.') && name.ends_with(".reason.tmp"))
+}
+
 /// The name of a claimed file.
 pub(crate) fn claimed_file(claim_time: f64, name: &str) -> String {
     format!("{}~{name}", timestamp(claim_time))

@@ -371,7 +371,7 @@ impl QueueDir {
 /// Reads a regular file; `Ok(None)` for anything else. A symbolic link is not followed, and the
 /// file is opened without blocking (a FIFO would block the open until a writer came) and
 /// checked before anything is read.
-fn read_regular_file(path: &Path) -> io::Result<Option<Vec<u8>>> {
+pub(crate) fn read_regular_file(path: &Path) -> io::Result<Option<Vec<u8>>> {
     let opened = fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)

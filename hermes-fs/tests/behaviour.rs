@@ -205,14 +205,29 @@ async fn garbage_and_empty_files_go_to_failed_and_the_worker_goes_on() {
     assert_eq!(delivered.unwrap().message().id(), good.id());
     let failed = names_in(&dir.path().join("q/failed"));
     let expected: Vec<String> = {
-        let mut v = vec![
-            garbage.file_name().unwrap().to_str().unwrap().to_owned(),
-            empty.file_name().unwrap().to_str().unwrap().to_owned(),
-        ];
+        let mut v = Vec::new();
+        for file in [&garbage, &empty] {
+            let name = file.file_name().unwrap().to_str().unwrap().to_owned();
+            v.push(format!("{name}.reason"));
+            v.push(name);
+        }
         v.sort();
         v
     };
-    assert_eq!(failed, expected, "kept under their names in failed/");
+    assert_eq!(
+        failed, expected,
+        "kept under their names in failed/, each beside its reason"
+    );
+    let reason: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join("q/failed").join(&expected[1])).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(reason["kind"], "undecodable", "{reason}");
+    assert!(
+        reason["error"].as_str().unwrap().contains("length"),
+        "{reason}"
+    );
+    assert!(reason["at"].as_f64().unwrap() > 1.7e9, "{reason}");
 }
 
 #[tokio::test]

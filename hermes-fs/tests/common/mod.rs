@@ -169,7 +169,14 @@ impl Harness for FsHarness {
     }
 
     async fn quarantined(&self, queue: &str) -> Result<usize, Error> {
-        Ok(count_files(&self.dir.path().join(queue).join("failed")))
+        let failed = self.dir.path().join(queue).join("failed");
+        let reasons = std::fs::read_dir(&failed).map_or(0, |entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".reason"))
+                .count()
+        });
+        Ok(count_files(&failed) - reasons)
     }
 
     fn visibility_timeout(&self) -> Duration {
