@@ -48,6 +48,7 @@ mod error;
 mod inspect;
 mod naming;
 mod queue;
+mod url;
 mod watch;
 
 pub use config::FileSystemOptions;

@@ -1,0 +1,78 @@
+//! `hermes peek` and `hermes purge`: the messages of one state of a queue.
+
+use hermes_core::{Driver, Message, Priority, QueueState};
+use serde_json::{Value, json};
+
+use crate::Failure;
+
+/// Prints up to `limit` messages of `state` without taking them.
+pub(crate) async fn peek(
+    driver: &dyn Driver,
+    priority: Priority,
+    state: QueueState,
+    limit: usize,
+    json: bool,
+) -> Result<(), Failure> {
+    let messages = if state == QueueState::Dead {
+        driver
+            .dead_letters(priority, limit)
+            .await?
+            .into_iter()
+            .filter_map(|letter| letter.message)
+            .collect()
+    } else {
+        driver.peek(priority, state, limit).await?
+    };
+    if json {
+        let list: Vec<Value> = messages.iter().map(message_json).collect();
+        println!("{}", Value::Array(list));
+        return Ok(());
+    }
+    let mut rows = vec![[
+        "id".to_owned(),
+        "type".to_owned(),
+        "retries".to_owned(),
+        "due".to_owned(),
+    ]];
+    for m in &messages {
+        rows.push([
+            m.id().to_owned(),
+            m.message_type().to_owned(),
+            m.retries().to_string(),
+            format!("{:.3}", m.due()),
+        ]);
+    }
+    print!("{}", crate::table::render(&rows));
+    Ok(())
+}
+
+/// Removes every message of `state`, when `yes`.
+pub(crate) async fn purge(
+    driver: &dyn Driver,
+    priority: Priority,
+    state: QueueState,
+    yes: bool,
+) -> Result<(), Failure> {
+    if !yes {
+        return Err(Failure::usage(format!(
+            "purging removes every {state} message of the queue: add --yes to do it"
+        )));
+    }
+    match driver.purge(priority, state).await? {
+        Some(n) => println!("purged {n} {state} messages"),
+        None => println!("purged the {state} messages"),
+    }
+    Ok(())
+}
+
+/// A message as JSON, payload included: the operator asked for it.
+pub(crate) fn message_json(m: &Message) -> Value {
+    json!({
+        "id": m.id(),
+        "type": m.message_type(),
+        "payload": m.payload(),
+        "created": m.created(),
+        "execute_at": m.execute_at(),
+        "retries": m.retries(),
+    })
+}

@@ -1,0 +1,222 @@
+//! The `hermes` command on the filesystem driver: each command's output, and its effect seen
+//! through the driver.
+
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use hermes_core::{DEFAULT_PRIORITY, DeadKind, DeadReason, Driver, Message, QueueState};
+use hermes_fs::FileSystemDriver;
+
+struct Queue {
+    dir: std::path::PathBuf,
+}
+
+impl Queue {
+    fn new(name: &str) -> Queue {
+        let dir = std::env::temp_dir().join(format!(
+            "hermes-cli-{name}-{}-{:08x}",
+            std::process::id(),
+            rand_u32()
+        ));
+        Queue { dir }
+    }
+
+    fn url(&self) -> String {
+        format!("file://{}?queue=jobs", self.dir.display())
+    }
+
+    fn driver(&self) -> FileSystemDriver {
+        FileSystemDriver::from_url(&self.url()).unwrap()
+    }
+
+    fn hermes(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_hermes"))
+            .env("HERMES_URL", self.url())
+            .args(args)
+            .output()
+            .expect("running hermes")
+    }
+}
+
+impl Drop for Queue {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn rand_u32() -> u32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    nanos ^ std::process::id().rotate_left(16)
+}
+
+fn ok(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "exit {:?}: {}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+fn json(output: &Output) -> serde_json::Value {
+    serde_json::from_str(&ok(output)).unwrap()
+}
+
+#[tokio::test]
+async fn emit_then_stats_as_table_and_json() {
+    let queue = Queue::new("stats");
+    let out = ok(&queue.hermes(&[
+        "emit",
+        "report.export",
+        "--payload",
+        r#"{"report":"sales"}"#,
+        "--count",
+        "2",
+    ]));
+    let ids: Vec<&str> = out.lines().collect();
+    assert_eq!(ids.len(), 2, "{out}");
+    ok(&queue.hermes(&["emit", "report.export", "--delay", "90s"]));
+
+    let table = ok(&queue.hermes(&["stats"]));
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(
+        lines[0].split_whitespace().collect::<Vec<_>>(),
+        [
+            "queue", "priority", "waiting", "delayed", "in", "flight", "dead", "latency"
+        ]
+    );
+    let row: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(&row[..6], ["jobs", "100", "2", "1", "0", "0"], "{table}");
+
+    let stats = json(&queue.hermes(&["stats", "--json"]));
+    assert_eq!(stats["driver"], "filesystem");
+    let q = &stats["queues"][0];
+    assert_eq!(
+        (q["waiting"].as_u64(), q["delayed"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(q["in_flight"], 0);
+
+    let driver = queue.driver();
+    let peeked = driver
+        .peek(DEFAULT_PRIORITY, QueueState::Waiting, 10)
+        .await
+        .unwrap();
+    let mut peeked_ids: Vec<_> = peeked.iter().map(|m| m.id().to_owned()).collect();
+    peeked_ids.sort();
+    let mut sent: Vec<_> = ids.iter().map(|s| (*s).to_owned()).collect();
+    sent.sort();
+    assert_eq!(peeked_ids, sent, "the printed ids are what was queued");
+    assert_eq!(peeked[0].payload().unwrap()["report"], "sales");
+}
+
+#[tokio::test]
+async fn peek_lists_without_taking_and_purge_needs_yes() {
+    let queue = Queue::new("peek");
+    let driver = queue.driver();
+    let message = Message::builder("t").id("m-1").build().unwrap();
+    driver.send(&message, DEFAULT_PRIORITY).await.unwrap();
+
+    let listed = json(&queue.hermes(&["peek", "--json"]));
+    assert_eq!(listed[0]["id"], "m-1");
+    assert!(ok(&queue.hermes(&["peek"])).contains("m-1"));
+    let refused = queue.hermes(&["purge", "--state", "waiting"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--yes"));
+    let still = driver.receive(&[], Duration::ZERO).await.unwrap().unwrap();
+    assert_eq!(
+        still.message().id(),
+        "m-1",
+        "neither peek nor a refused purge took it"
+    );
+    driver.nack(&still).await.unwrap();
+
+    assert!(ok(&queue.hermes(&["purge", "--state", "waiting", "--yes"])).contains("purged 1"));
+    assert!(driver.receive(&[], Duration::ZERO).await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn dead_letters_are_listed_shown_replayed_and_purged() {
+    let queue = Queue::new("dead");
+    let driver = queue.driver();
+    for id in ["d-1", "d-2"] {
+        let message = Message::builder("charge")
+            .id(id)
+            .payload(&serde_json::json!({"cents": 5}))
+            .retries(3)
+            .build()
+            .unwrap();
+        driver.send(&message, DEFAULT_PRIORITY).await.unwrap();
+        let delivery = driver.receive(&[], Duration::ZERO).await.unwrap().unwrap();
+        let reason = DeadReason::new(DeadKind::Failed, "card declined")
+            .with_handler("Billing")
+            .with_retries(3);
+        driver.dead_letter(&delivery, &reason).await.unwrap();
+    }
+
+    let table = ok(&queue.hermes(&["dead", "ls"]));
+    assert!(
+        table.contains("d-1") && table.contains("card declined"),
+        "{table}"
+    );
+    let listed = json(&queue.hermes(&["dead", "ls", "--json"]));
+    assert_eq!(listed.as_array().unwrap().len(), 2);
+    assert_eq!(listed[0]["handler"], "Billing");
+    let shown = json(&queue.hermes(&["dead", "show", "d-2"]));
+    assert_eq!(shown["message"]["payload"]["cents"], 5);
+    assert_eq!(
+        queue.hermes(&["dead", "show", "nope"]).status.code(),
+        Some(1)
+    );
+    assert_eq!(queue.hermes(&["dead", "replay"]).status.code(), Some(2));
+
+    assert!(ok(&queue.hermes(&["dead", "replay", "d-1"])).contains("replayed 1"));
+    let back = driver.receive(&[], Duration::ZERO).await.unwrap().unwrap();
+    assert_eq!((back.message().id(), back.message().retries()), ("d-1", 0));
+    driver.ack(&back).await.unwrap();
+
+    assert_eq!(queue.hermes(&["dead", "purge"]).status.code(), Some(2));
+    ok(&queue.hermes(&["dead", "purge", "--yes"]));
+    assert!(
+        driver
+            .dead_letters(DEFAULT_PRIORITY, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn bad_input_is_one_line_and_a_usage_error() {
+    let queue = Queue::new("usage");
+    for (args, says) in [
+        (vec!["emit", "t", "--payload", "{not json"], "not JSON"),
+        (
+            vec!["emit", "t", "--payload", "\"text\""],
+            "object or array",
+        ),
+        (vec!["peek", "--priority", "7"], "unknown priority 7"),
+    ] {
+        let out = queue.hermes(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_hermes"))
+        .args(["--url", "amqp://guest:secret@127.0.0.1/?queue=q", "stats"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("secret"), "{err}");
+    let out = Command::new(env!("CARGO_BIN_EXE_hermes"))
+        .args(["--url", "file:///tmp", "frobnicate"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "clap's usage errors");
+}
