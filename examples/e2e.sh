@@ -13,7 +13,7 @@ step() { printf '\n== %s\n' "$*"; }
 fail() { printf '\nFAILED: %s\n' "$*" >&2; exit 1; }
 
 step "building the $example example"
-cargo build --quiet -p "hermes-example-$example"
+cargo build --quiet -p "hermes-example-$example" -p hermes-cli
 target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 bin="$target/debug/$example"
 
@@ -52,6 +52,15 @@ cleanup() {
 trap cleanup EXIT
 echo "working directory: $HERMES_DIR"
 
+# `hermes stats` on the example's queues, on the drivers whose URLs the command reads so far.
+hermes_stats() {
+  [ "$example" = filesystem ] || return 0
+  "$target/debug/hermes" --url "file://$HERMES_DIR?queue=exports" --priority exports_high=110 stats "$@"
+}
+
+step "hermes stats before"
+hermes_stats
+
 step "emitting: sales (normal), nightly (delayed 3 s), urgent (high priority)"
 emitted_at=$(date +%s.%N)
 "$bin-emit" sales 2>/dev/null
@@ -59,6 +68,9 @@ emitted_at=$(date +%s.%N)
 "$bin-emit" urgent 0 high 2>/dev/null
 if [ "$example" = filesystem ]; then
   find "$HERMES_DIR" -name '*.json' | sed "s|$HERMES_DIR/||" | sort
+  hermes_stats
+  hermes_stats --json | grep -q '"name":"exports","priority":100,"waiting":1,"delayed":1' ||
+    fail "hermes stats does not show the sales export waiting and the nightly one delayed"
 fi
 
 step "starting a worker"
@@ -105,6 +117,13 @@ for i in 0 1; do
   echo "worker $((i + 1)) stopped: Exiting hermes dispatcher - shutdown"
 done
 pids=()
+
+step "hermes stats after"
+hermes_stats
+if [ "$example" = filesystem ]; then
+  hermes_stats --json | grep -q '"name":"exports","priority":100,"waiting":0,"delayed":0,"in_flight":0,"dead":0' ||
+    fail "hermes stats shows messages left on the queue"
+fi
 
 step "worker 1 log"
 sed 's/^/  /' "$HERMES_DIR/worker-1.err"
