@@ -1,5 +1,8 @@
 //! The dispatcher keeps messages whose handlers failed for good as dead letters, on the
 //! in-memory driver.
+//!
+//! Every async test captures its log lines, also where it asserts none: a log callsite first
+//! met on a thread without a subscriber can stay switched off for the tests that assert lines.
 
 use std::time::Duration;
 
@@ -83,6 +86,7 @@ async fn a_message_whose_retries_run_out_is_kept_with_its_last_error() {
 
 #[tokio::test]
 async fn rejected_panicked_and_timed_out_runs_say_why() {
+    let (_logs, _capture) = LogCapture::install();
     let driver = MemoryDriver::new();
     let mut dispatcher = Dispatcher::new(driver.clone())
         .max_items(3)
@@ -136,6 +140,7 @@ async fn rejected_panicked_and_timed_out_runs_say_why() {
 
 #[tokio::test]
 async fn a_message_that_succeeds_or_is_retried_is_no_dead_letter() {
+    let (_logs, _capture) = LogCapture::install();
     let driver = MemoryDriver::new();
     let mut dispatcher = Dispatcher::new(driver.clone()).max_items(2);
     dispatcher.register_fn("fine", |_m| async { Ok(true) });

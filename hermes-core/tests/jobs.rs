@@ -1,5 +1,8 @@
 //! Typed jobs on the in-memory driver: emitting, handling, errors, bad payloads, time limits
 //! and the job context.
+//!
+//! Every async test captures its log lines, also where it asserts none: a log callsite first
+//! met on a thread without a subscriber can stay switched off for the tests that assert lines.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -47,6 +50,7 @@ fn driver() -> MemoryDriver {
 
 #[tokio::test]
 async fn a_typed_job_and_a_php_message_of_its_type_reach_the_typed_handler() {
+    let (_logs, _capture) = LogCapture::install();
     let driver = driver();
     let emitter = Emitter::new(driver.clone());
     let job = SendEmail {
@@ -93,6 +97,7 @@ async fn a_typed_job_and_a_php_message_of_its_type_reach_the_typed_handler() {
 
 #[tokio::test]
 async fn the_builder_sets_priority_delay_and_id_and_batches_keep_each_job() {
+    let (_logs, _capture) = LogCapture::install();
     let driver = driver();
     let emitter = Emitter::new(driver.clone());
     let job = SendEmail {
@@ -147,6 +152,7 @@ async fn the_builder_sets_priority_delay_and_id_and_batches_keep_each_job() {
 
 #[tokio::test]
 async fn any_error_type_fails_the_run_and_is_retried_by_the_jobs_policy() {
+    let (_logs, _capture) = LogCapture::install();
     #[derive(Debug, thiserror::Error)]
     #[error("smtp said no")]
     struct SmtpError;
@@ -282,6 +288,7 @@ async fn a_payload_that_does_not_fit_is_rejected_for_good_without_its_values_in_
 
 #[tokio::test]
 async fn the_context_tells_the_message_and_retries_count_up() {
+    let (_logs, _capture) = LogCapture::install();
     let driver = driver();
     let contexts: Arc<Mutex<Vec<JobContext>>> = Arc::default();
     let record = contexts.clone();
@@ -397,6 +404,7 @@ async fn a_handler_past_its_limit_is_cancelled_then_dropped_and_retried() {
 
 #[tokio::test]
 async fn the_dispatcher_wide_limit_applies_to_raw_handlers_and_a_jobs_own_limit_wins() {
+    let (_logs, _capture) = LogCapture::install();
     let mut dispatcher = Dispatcher::new(driver()).time_limit(Duration::from_millis(100));
     dispatcher.register_fn("sleepy", |_| async {
         tokio::time::sleep(Duration::from_secs(30)).await;
@@ -428,6 +436,7 @@ async fn the_dispatcher_wide_limit_applies_to_raw_handlers_and_a_jobs_own_limit_
 
 #[tokio::test]
 async fn shutdown_cancels_the_token_and_leaves_the_grace_period() {
+    let (_logs, _capture) = LogCapture::install();
     let driver = driver();
     let mut options = DispatcherOptions::default();
     options.grace_period = Duration::from_secs(5);
@@ -476,6 +485,7 @@ impl JobHandler<Flaky> for Counter {
 
 #[tokio::test]
 async fn a_stateful_handler_registers_by_value_or_shared() {
+    let (_logs, _capture) = LogCapture::install();
     let shared = Arc::new(Counter {
         runs: AtomicUsize::new(0),
     });
