@@ -13,16 +13,7 @@ pub(crate) async fn peek(
     limit: usize,
     json: bool,
 ) -> Result<(), Failure> {
-    let messages = if state == QueueState::Dead {
-        driver
-            .dead_letters(priority, limit)
-            .await?
-            .into_iter()
-            .filter_map(|letter| letter.message)
-            .collect()
-    } else {
-        driver.peek(priority, state, limit).await?
-    };
+    let messages = driver.peek(priority, state, limit).await?;
     if json {
         let list: Vec<Value> = messages.iter().map(message_json).collect();
         println!("{}", Value::Array(list));

@@ -138,9 +138,10 @@ pub trait Driver: fmt::Debug + Send + Sync + 'static {
         Err(self.unsupported("stats"))
     }
 
-    /// Up to `limit` messages of the queue of `priority` in `state` (not
-    /// [`Dead`](QueueState::Dead): see [`dead_letters`](Driver::dead_letters)), oldest first,
-    /// without claiming them: what the next `receive` gets does not change.
+    /// Up to `limit` messages of the queue of `priority` in `state`, oldest first, without
+    /// claiming them: what the next `receive` gets does not change. For
+    /// [`Dead`](QueueState::Dead), the messages of the dead letters that decode; their reasons
+    /// come with [`dead_letters`](Driver::dead_letters).
     ///
     /// # Errors
     /// [`Error::Unsupported`] without [`Capabilities::peek`]; [`Error::UnknownPriority`].

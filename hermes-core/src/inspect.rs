@@ -236,7 +236,7 @@ pub struct DeadLetter {
 
 impl DeadLetter {
     /// A dead letter `id` of the queue of `priority`, without a message (an undecodable body);
-    /// set [`message`](DeadLetter::message) for one that decoded.
+    /// [`with_message`](DeadLetter::with_message) adds the message of one that decoded.
     pub fn new(id: impl Into<String>, priority: Priority, reason: DeadReason) -> Self {
         DeadLetter {
             id: id.into(),
@@ -244,6 +244,17 @@ impl DeadLetter {
             message: None,
             reason,
         }
+    }
+
+    /// The same with the message it holds, when its body decoded: its id is then the
+    /// message's.
+    #[must_use]
+    pub fn with_message(mut self, message: Option<Message>) -> Self {
+        if let Some(message) = &message {
+            self.id = message.id().to_owned();
+        }
+        self.message = message;
+        self
     }
 }
 

@@ -130,21 +130,15 @@ impl MessageBuilder {
     /// # Ok::<(), hermes_core::Error>(())
     /// ```
     pub fn for_job<J: Job>(job: &J) -> MessageBuilder {
-        let builder = Message::builder(J::TYPE);
+        let mut builder = Message::builder(J::TYPE);
         match serde_json::to_value(job) {
             Ok(Value::Null) => builder,
             Ok(value) => builder.payload(&value),
-            Err(e) => builder.payload(&FailingSerialize(e.to_string())),
+            Err(e) => {
+                builder.fail(format!("the payload cannot be serialized: {e}"));
+                builder
+            }
         }
-    }
-}
-
-/// Carries a serialization error into the builder, which reports it from `build`.
-struct FailingSerialize(String);
-
-impl Serialize for FailingSerialize {
-    fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
-        Err(serde::ser::Error::custom(&self.0))
     }
 }
 

@@ -284,7 +284,8 @@ impl MessageBuilder {
         Ok(self.message)
     }
 
-    fn fail(&mut self, error: impl Into<String>) {
+    /// Makes [`build`](Self::build) fail with `error`, unless an earlier error is recorded.
+    pub(crate) fn fail(&mut self, error: impl Into<String>) {
         self.error.get_or_insert(error.into());
     }
 }

@@ -69,7 +69,7 @@ impl FileSystemDriver {
     ) -> Result<Vec<Message>, Error> {
         let queue = self.inner.queues.get(priority)?;
         let now = unix_now();
-        let files: Vec<(f64, String)> = match state {
+        let mut files: Vec<(f64, String)> = match state {
             QueueState::Waiting | QueueState::Delayed => names(&queue.new)?
                 .into_iter()
                 .filter_map(|n| naming::due_of(&n).map(|due| (due, n)))
@@ -98,7 +98,6 @@ impl FileSystemDriver {
             QueueState::InFlight => &queue.processing,
             _ => &queue.new,
         };
-        let mut files = files;
         files.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
         Ok(files
             .iter()
@@ -131,12 +130,7 @@ impl FileSystemDriver {
                     .ok()
                     .flatten()
                     .and_then(|body| self.inner.serializer.deserialize(&body).ok());
-                let id = message
-                    .as_ref()
-                    .map_or_else(|| file.name.clone(), |m| m.id().to_owned());
-                let mut letter = DeadLetter::new(id, priority, file.reason);
-                letter.message = message;
-                letter
+                DeadLetter::new(file.name, priority, file.reason).with_message(message)
             })
             .collect())
     }
@@ -175,11 +169,8 @@ impl FileSystemDriver {
                 continue;
             };
             let message = self.inner.serializer.deserialize(&body).ok();
-            let id = message
-                .as_ref()
-                .map_or_else(|| file.name.clone(), |m| m.id().to_owned());
-            let mut letter = DeadLetter::new(id, priority, file.reason);
-            letter.message = message;
+            let letter =
+                DeadLetter::new(file.name.clone(), priority, file.reason).with_message(message);
             if !replay.selects(&letter) {
                 continue;
             }

@@ -249,12 +249,7 @@ impl Dispatcher {
     /// # Cancellation safety
     /// Dropping the future drops the running handler.
     pub async fn perform(&self, message: &Message, priority: Priority) -> Report {
-        let env = Env {
-            stop: self.cancel.clone(),
-            claim: None,
-            time_limit: self.options.time_limit,
-            time_limit_grace: self.options.time_limit_grace,
-        };
+        let env = Env::new(&self.options, self.cancel.clone(), None);
         run_handlers(&self.handlers, message, priority, &env).await
     }
 }

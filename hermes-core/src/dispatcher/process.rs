@@ -51,12 +51,7 @@ impl Context {
 pub(super) async fn process(ctx: &Context, delivery: Delivery) {
     let delivery = Arc::new(delivery);
     let claim = Claim::new(ctx.driver.clone(), delivery.clone());
-    let env = Env {
-        stop: ctx.stop.clone(),
-        claim: Some(claim.clone()),
-        time_limit: ctx.options.time_limit,
-        time_limit_grace: ctx.options.time_limit_grace,
-    };
+    let env = Env::new(&ctx.options, ctx.stop.clone(), Some(claim.clone()));
     let message = delivery.message();
     let outcome = tokio::select! {
         biased;

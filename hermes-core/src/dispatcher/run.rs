@@ -8,6 +8,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use tokio_util::sync::CancellationToken;
 
+use super::DispatcherOptions;
 use super::report::{HandlerOutcome, HandlerRun, Report};
 use super::runner::{Ran, Runner};
 use crate::context::Claim;
@@ -26,6 +27,22 @@ pub(super) struct Env {
     pub(super) time_limit: Option<Duration>,
     /// How long a handler past its limit may go on after its token fired.
     pub(super) time_limit_grace: Duration,
+}
+
+impl Env {
+    /// Handlers run under `options`' time limits, their tokens children of `stop`.
+    pub(super) fn new(
+        options: &DispatcherOptions,
+        stop: CancellationToken,
+        claim: Option<Claim>,
+    ) -> Self {
+        Env {
+            stop,
+            claim,
+            time_limit: options.time_limit,
+            time_limit_grace: options.time_limit_grace,
+        }
+    }
 }
 
 /// Runs every handler of the message's type in order and says what came of it, with the retry

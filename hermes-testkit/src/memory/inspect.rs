@@ -22,6 +22,13 @@ pub(super) struct Dead {
     pub(super) reason: DeadReason,
 }
 
+impl Dead {
+    fn letter(&self) -> DeadLetter {
+        DeadLetter::new(self.id.clone(), self.priority, self.reason.clone())
+            .with_message(self.message.clone())
+    }
+}
+
 impl State {
     /// Keeps `dead`, then drops the oldest dead letters of its queue beyond `retention`.
     pub(super) fn bury(&mut self, dead: Dead, retention: &Retention) {
@@ -153,11 +160,7 @@ impl MemoryDriver {
             .iter()
             .filter(|d| d.priority == priority)
             .take(limit)
-            .map(|d| {
-                let mut letter = DeadLetter::new(d.id.clone(), d.priority, d.reason.clone());
-                letter.message = d.message.clone();
-                letter
-            })
+            .map(Dead::letter)
             .collect())
     }
 
@@ -185,9 +188,7 @@ impl MemoryDriver {
         let mut back = Vec::new();
         let mut kept = std::collections::VecDeque::new();
         for dead in std::mem::take(&mut state.dead) {
-            let mut letter = DeadLetter::new(dead.id.clone(), dead.priority, dead.reason.clone());
-            letter.message = dead.message.clone();
-            if dead.priority == priority && replay.selects(&letter) {
+            if dead.priority == priority && replay.selects(&dead.letter()) {
                 back.push(dead);
             } else {
                 kept.push_back(dead);
