@@ -53,6 +53,7 @@ struct ReadmeExamples;
 mod context;
 mod dispatcher;
 mod driver;
+mod driver_url;
 mod emitter;
 mod error;
 mod handler;
@@ -73,6 +74,7 @@ pub use dispatcher::{Dispatcher, DispatcherOptions, HandlerOutcome, HandlerRun, 
 pub use driver::{
     Capabilities, DEFAULT_PRIORITY, Delivery, Driver, Priority, Receipt, validate_queue_name,
 };
+pub use driver_url::DriverUrl;
 pub use emitter::Emitter;
 pub use error::{BoxError, DecodeError, EXCERPT_LIMIT, Error, excerpt};
 pub use handler::{EchoHandler, FnHandler, Handler, HandlerError, IntoHandler, handler_fn};

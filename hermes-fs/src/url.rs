@@ -1,9 +1,7 @@
 //! The filesystem driver's URL: `file:///var/hermes?queue=exports`.
 
+use hermes_core::{DriverUrl, Error};
 use std::path::PathBuf;
-use std::time::Duration;
-
-use hermes_core::Error;
 
 use crate::{FileSystemDriver, FileSystemOptions};
 
@@ -27,73 +25,24 @@ impl FileSystemDriver {
     /// [`Error::Config`] for a URL of another scheme, a relative path, an unknown parameter or
     /// a bad value; [`Error::InvalidQueueName`] for a bad queue name.
     pub fn from_url(url: &str) -> Result<Self, Error> {
-        let rest = url
-            .strip_prefix("file://")
-            .ok_or_else(|| config("a filesystem URL starts with file://"))?;
-        let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
-        let directory = PathBuf::from(decode(path)?);
-        if !directory.is_absolute() {
-            return Err(config(
-                "the path of a file:// URL must be absolute (file:///var/hermes)",
-            ));
+        let mut url = DriverUrl::parse(url, crate::NAME, &["file"])?;
+        let directory = PathBuf::from(url.path()?);
+        if url.host().is_some_and(|h| !h.is_empty()) || !directory.is_absolute() {
+            return Err(
+                url.error("the path of a file:// URL must be absolute (file:///var/hermes)")
+            );
         }
-        let mut queue = "hermes".to_owned();
+        let queue = url.take("queue").unwrap_or_else(|| "hermes".to_owned());
         let mut options = FileSystemOptions::default();
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            let value = decode(value)?;
-            match name {
-                "queue" => queue = value,
-                "visibility_timeout" => {
-                    let seconds: f64 = value
-                        .parse()
-                        .ok()
-                        .filter(|s: &f64| s.is_finite() && *s >= 0.0)
-                        .ok_or_else(|| config("visibility_timeout is a number of seconds"))?;
-                    options.visibility_timeout = Duration::from_secs_f64(seconds);
-                }
-                "durable" => {
-                    options.durable = value
-                        .parse()
-                        .map_err(|_| config("durable is true or false"))?;
-                }
-                _ => {
-                    return Err(config(
-                        "unknown parameter: a file:// URL takes queue, visibility_timeout and durable",
-                    ));
-                }
-            }
+        if let Some(timeout) = url.take_seconds("visibility_timeout")? {
+            options.visibility_timeout = timeout;
         }
+        if let Some(durable) = url.take_bool("durable")? {
+            options.durable = durable;
+        }
+        url.finish(&["queue", "visibility_timeout", "durable"])?;
         FileSystemDriver::with_options(directory, &queue, options)
     }
-}
-
-fn config(reason: &str) -> Error {
-    Error::Config {
-        driver: crate::NAME,
-        message: reason.to_owned(),
-    }
-}
-
-/// Decodes `%XX` escapes.
-fn decode(text: &str) -> Result<String, Error> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = text
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| config("a % in a URL starts a two-digit hex escape"))?;
-            out.push(hex);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| config("a URL escape is not UTF-8"))
 }
 
 #[cfg(test)]
@@ -112,7 +61,7 @@ mod tests {
             ("file://tmp", "absolute"),
             ("file:///tmp?colour=red", "unknown parameter"),
             ("file:///tmp?visibility_timeout=-1", "seconds"),
-            ("file:///tmp/%zz", "hex"),
+            ("file:///tmp/%ff", "UTF-8"),
         ] {
             let err = FileSystemDriver::from_url(url).unwrap_err().to_string();
             assert!(err.contains(says), "{url}: {err}");
