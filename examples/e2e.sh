@@ -28,7 +28,7 @@ pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   if [ "$example" = redis ] && command -v redis-cli >/dev/null; then
-    for suffix in "" _high _schedule _schedule_priorities _schedule_by_priority _in_flight _quarantine _shutdown; do
+    for suffix in "" _high _schedule _schedule_priorities _schedule_by_priority _in_flight _dead _dead_letters _high_dead _high_dead_letters _shutdown; do
       redis-cli -u "${HERMES_REDIS_URL:-redis://127.0.0.1:6379}" DEL "$HERMES_REDIS_KEY$suffix" >/dev/null || true
     done
   fi

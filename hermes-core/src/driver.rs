@@ -144,7 +144,9 @@ pub trait Driver: fmt::Debug + Send + Sync + 'static {
     /// come with [`dead_letters`](Driver::dead_letters).
     ///
     /// # Errors
-    /// [`Error::Unsupported`] without [`Capabilities::peek`]; [`Error::UnknownPriority`].
+    /// [`Error::Unsupported`] without [`Capabilities::peek`], or for messages in flight on a
+    /// driver without [`Capabilities::at_least_once`] (a taken message has left the backend);
+    /// [`Error::UnknownPriority`].
     async fn peek(
         &self,
         priority: Priority,

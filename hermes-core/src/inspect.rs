@@ -164,6 +164,18 @@ impl DeadKind {
     }
 }
 
+impl std::str::FromStr for DeadKind {
+    type Err = String;
+
+    /// `failed`, `rejected` or `undecodable`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [DeadKind::Failed, DeadKind::Rejected, DeadKind::Undecodable]
+            .into_iter()
+            .find(|kind| kind.as_str() == s)
+            .ok_or_else(|| format!("unknown kind {s:?}: one of failed, rejected, undecodable"))
+    }
+}
+
 impl fmt::Display for DeadKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -216,6 +228,49 @@ impl DeadReason {
     /// When, as a time.
     pub fn time(&self) -> SystemTime {
         crate::time::from_unix(self.at)
+    }
+
+    /// The reason as a JSON object: `{"kind", "error", "handler", "at", "retries"}`, as the
+    /// drivers that keep it beside a dead letter store it.
+    pub fn to_json(&self) -> String {
+        serde_json::json!({
+            "kind": self.kind.as_str(),
+            "error": self.error,
+            "handler": self.handler,
+            "at": self.at,
+            "retries": self.retries,
+        })
+        .to_string()
+    }
+
+    /// A reason from [`to_json`](DeadReason::to_json)'s form; `None` when `json` is not such an
+    /// object. A field that is missing or of another type takes its default (an unknown kind
+    /// reads as undecodable, a missing time as 0).
+    ///
+    /// ```
+    /// use hermes_core::{DeadKind, DeadReason};
+    ///
+    /// let reason = DeadReason::new(DeadKind::Failed, "the disk is full").with_handler("Archiver").with_retries(3);
+    /// assert_eq!(DeadReason::from_json(reason.to_json().as_bytes()), Some(reason));
+    /// assert_eq!(DeadReason::from_json(b"[1]"), None);
+    /// ```
+    pub fn from_json(json: &[u8]) -> Option<DeadReason> {
+        let value: serde_json::Value = serde_json::from_slice(json).ok()?;
+        let fields = value.as_object()?;
+        let text = |name: &str| fields.get(name).and_then(|v| v.as_str());
+        Some(DeadReason {
+            kind: text("kind")
+                .and_then(|k| k.parse().ok())
+                .unwrap_or(DeadKind::Undecodable),
+            error: text("error").unwrap_or_default().to_owned(),
+            handler: text("handler").map(str::to_owned),
+            at: fields.get("at").and_then(|v| v.as_f64()).unwrap_or(0.0),
+            retries: fields
+                .get("retries")
+                .and_then(|v| v.as_u64())
+                .and_then(|r| u32::try_from(r).ok())
+                .unwrap_or(0),
+        })
     }
 }
 

@@ -16,7 +16,6 @@ use hermes_core::{
     DeadKind, DeadLetter, DeadReason, Error, Figure, Message, Priority, QueueState, QueueStats,
     Replay, Retention,
 };
-use serde_json::{Value, json};
 
 use crate::FileSystemDriver;
 use crate::error::io_error;
@@ -307,48 +306,35 @@ fn failed_files(failed: &Path) -> Result<Vec<FailedFile>, Error> {
 
 /// Writes the reason file of `file`: into a temporary name, then renamed.
 pub(crate) fn write_reason(failed: &Path, file: &str, reason: &DeadReason) -> Result<(), Error> {
-    let body = json!({
-        "kind": reason.kind.as_str(),
-        "error": reason.error,
-        "handler": reason.handler,
-        "at": reason.at,
-        "retries": reason.retries,
-    });
     let name = naming::reason_file(file);
     let tmp = failed.join(format!(".{name}.tmp"));
-    fs::write(&tmp, body.to_string()).map_err(|e| io_error("write", &tmp, e))?;
+    fs::write(&tmp, reason.to_json()).map_err(|e| io_error("write", &tmp, e))?;
     fs::rename(&tmp, failed.join(&name)).map_err(|e| io_error("write", &tmp, e))
 }
 
 /// The reason of `file`, or for a file without a readable reason file (PHP Hermes put it there)
 /// an undecodable one dated by the file's time.
 fn read_reason(failed: &Path, file: &str) -> DeadReason {
-    let recorded = fs::read(failed.join(naming::reason_file(file)))
-        .ok()
-        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok());
     let at_of_file = || {
         fs::metadata(failed.join(file))
             .and_then(|m| m.modified())
             .map_or(0.0, hermes_core::time::to_unix)
     };
-    let Some(value) = recorded else {
-        let mut reason = DeadReason::new(DeadKind::Undecodable, "no reason recorded");
-        reason.at = at_of_file();
-        return reason;
-    };
-    let kind = match value["kind"].as_str() {
-        Some("failed") => DeadKind::Failed,
-        Some("rejected") => DeadKind::Rejected,
-        _ => DeadKind::Undecodable,
-    };
-    let mut reason = DeadReason::new(kind, value["error"].as_str().unwrap_or_default());
-    reason.handler = value["handler"].as_str().map(str::to_owned);
-    reason.at = value["at"].as_f64().unwrap_or_else(at_of_file);
-    reason.retries = value["retries"]
-        .as_u64()
-        .and_then(|r| u32::try_from(r).ok())
-        .unwrap_or(0);
-    reason
+    let recorded = fs::read(failed.join(naming::reason_file(file)))
+        .ok()
+        .and_then(|bytes| DeadReason::from_json(&bytes));
+    match recorded {
+        Some(reason) if reason.at > 0.0 => reason,
+        Some(mut reason) => {
+            reason.at = at_of_file();
+            reason
+        }
+        None => {
+            let mut reason = DeadReason::new(DeadKind::Undecodable, "no reason recorded");
+            reason.at = at_of_file();
+            reason
+        }
+    }
 }
 
 /// Drops the oldest dead letters beyond the retention's count, and those past its age.

@@ -122,7 +122,8 @@ fn keys(key: &str) -> Vec<String> {
         "_schedule",
         "_schedule_priorities",
         "_in_flight",
-        "_quarantine",
+        "_dead",
+        "_dead_letters",
     ]
     .iter()
     .map(|s| format!("{key}{s}"))

@@ -4,10 +4,11 @@
 use std::time::Instant;
 
 use hermes_core::time::unix_now;
-use hermes_core::{DEFAULT_PRIORITY, Delivery, Error, Priority, Receipt};
+use hermes_core::{DEFAULT_PRIORITY, DeadKind, DeadReason, Delivery, Error, Priority, Receipt};
 
 use crate::client::Reply;
 use crate::driver::RedisSetDriver;
+use crate::naming::Keys;
 use crate::scripts::Script;
 
 /// A message taken from a set: its priority and the message as stored, and in at-least-once
@@ -175,16 +176,12 @@ impl RedisSetDriver {
                 }))
             }
             Err(source) => {
-                let keys = [
-                    self.inner.keys.quarantine.as_str(),
-                    &self.inner.keys.in_flight,
-                ];
-                self.inner
-                    .client
-                    .eval(Script::Quarantine, &keys, &[taken.body(), taken.claim()])
-                    .await?;
+                let reason = DeadReason::new(DeadKind::Undecodable, source.to_string());
+                let id = format!("undecodable-{:016x}", rand::random::<u64>());
+                self.bury(&taken, &id, &reason).await?;
+                let (_, letters) = Keys::dead(&self.set_of(taken.priority));
                 Err(Error::Undecodable {
-                    quarantine: format!("the Redis list {}", self.inner.keys.quarantine),
+                    quarantine: format!("the dead letters of the Redis hash {letters}"),
                     source,
                 })
             }
@@ -192,7 +189,7 @@ impl RedisSetDriver {
     }
 
     /// The set of `priority`, or the default set when it has none any more.
-    fn set_of(&self, priority: Priority) -> String {
+    pub(crate) fn set_of(&self, priority: Priority) -> String {
         self.inner
             .sets
             .get_or(priority, DEFAULT_PRIORITY)

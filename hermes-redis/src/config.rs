@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use hermes_core::Retention;
+
 /// When a message leaves Redis for good.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -45,6 +47,9 @@ pub struct RedisOptions {
     /// stops. A worker killed in between runs those messages again after the visibility
     /// timeout, which at-least-once delivery allows. Default true.
     pub deferred_acks: bool,
+    /// How many dead letters each queue keeps, and for how long (default 10,000 and 180
+    /// days); the oldest go first.
+    pub retention: Retention,
 }
 
 impl Default for RedisOptions {
@@ -58,6 +63,7 @@ impl Default for RedisOptions {
             refresh_interval: Duration::from_millis(100),
             prefetch: 16,
             deferred_acks: true,
+            retention: Retention::default(),
         }
     }
 }

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use hermes_core::time::{poll, unix_now};
 use hermes_core::{
-    Capabilities, DEFAULT_PRIORITY, Delivery, Driver, Error, JsonSerializer, Message, Priority,
-    PriorityQueues, Serializer, async_trait,
+    Capabilities, DEFAULT_PRIORITY, DeadLetter, DeadReason, Delivery, Driver, Error,
+    JsonSerializer, Message, Priority, PriorityQueues, QueueState, QueueStats, Replay, Serializer,
+    async_trait,
 };
 
 use crate::claim::{RedisReceipt, Taken};
@@ -36,7 +37,16 @@ use crate::{DeliveryMode, RedisOptions};
 ///   Messages claimed ahead (prefetched) are given back before half the visibility timeout
 ///   has passed, when no `receive` took them by then. [`DeliveryMode::AtMostOnce`] keeps
 ///   Hermes' plain `SPOP`.
-/// - Undecodable members go to the list `<key>_quarantine` and are reported.
+/// - Dead letters: a message whose handler failed for good, or that cannot be decoded, is kept
+///   beside its queue's set `<set>` in the sorted set `<set>_dead` (ids by time) and the hash
+///   `<set>_dead_letters` (reason and body), within [`RedisOptions::retention`].
+/// - Inspection: [`Driver::stats`] counts every state exactly (in flight only with claims, so
+///   not in [`DeliveryMode::AtMostOnce`]; messages this process claimed ahead count as waiting),
+///   in one script (its cost grows with
+///   the claims and with the delayed messages of other priorities than the default); the
+///   latency reads the due time of every waiting message of sets up to
+///   [`LATENCY_SCAN_LIMIT`](crate::LATENCY_SCAN_LIMIT) members, and is unknown beyond. Peeks,
+///   purges of each state and deletes by id read the set with `SSCAN`.
 ///
 /// Build it on the `redis` crate ([`RedisSetDriver::connect_redis`],
 /// [`RedisSetDriver::from_redis`]) or on `fred` ([`RedisSetDriver::connect_fred`],
@@ -145,9 +155,13 @@ impl RedisSetDriver {
         self.inner.client.clone()
     }
 
-    /// The list holding undecodable messages.
-    pub fn quarantine_key(&self) -> &str {
-        &self.inner.keys.quarantine
+    /// The keys of the dead letters of the queue of `priority`: the sorted set of their ids,
+    /// scored by the time they died, and the hash of their records.
+    ///
+    /// # Errors
+    /// [`Error::UnknownPriority`] for a priority without a queue.
+    pub fn dead_letter_keys(&self, priority: Priority) -> Result<(String, String), Error> {
+        Ok(Keys::dead(&self.inner.sets.get(priority)?))
     }
 
     pub(crate) fn at_least_once(&self) -> bool {
@@ -162,10 +176,12 @@ impl Driver for RedisSetDriver {
     }
 
     fn capabilities(&self) -> Capabilities {
-        let mut capabilities = Capabilities::all().without_inspection();
+        let mut capabilities = Capabilities::all();
         capabilities.fifo = false;
         capabilities.at_least_once = self.at_least_once();
         capabilities.extend = self.at_least_once();
+        // Without claims, nothing tells how many messages are being handled.
+        capabilities.exact_stats = self.at_least_once();
         capabilities
     }
 
@@ -271,5 +287,42 @@ impl Driver for RedisSetDriver {
         let buffered: Vec<Taken> = self.buffer().drain(..).collect();
         let acked = self.remove_acked().await;
         self.give_back_all(&buffered).await.and(acked)
+    }
+
+    async fn stats(&self) -> Result<Vec<QueueStats>, Error> {
+        self.stats_now().await
+    }
+
+    async fn peek(
+        &self,
+        priority: Priority,
+        state: QueueState,
+        limit: usize,
+    ) -> Result<Vec<Message>, Error> {
+        self.peek_now(priority, state, limit).await
+    }
+
+    async fn dead_letters(
+        &self,
+        priority: Priority,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>, Error> {
+        self.dead_letters_now(priority, limit).await
+    }
+
+    async fn dead_letter(&self, delivery: &Delivery, reason: &DeadReason) -> Result<(), Error> {
+        self.dead_letter_now(delivery, reason).await
+    }
+
+    async fn replay(&self, priority: Priority, replay: &Replay) -> Result<u64, Error> {
+        self.replay_now(priority, replay).await
+    }
+
+    async fn purge(&self, priority: Priority, state: QueueState) -> Result<Option<u64>, Error> {
+        self.purge_now(priority, state).await
+    }
+
+    async fn delete(&self, priority: Priority, id: &str) -> Result<bool, Error> {
+        self.delete_now(priority, id).await
     }
 }

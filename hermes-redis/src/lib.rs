@@ -45,11 +45,13 @@ mod config;
 mod connect;
 mod driver;
 mod error;
+mod inspect;
 mod naming;
 mod prefetch;
 mod schedule;
 mod scripts;
 mod shutdown;
+mod url;
 
 pub use acks::ACK_DELAY;
 pub use client::{COMMAND_TIMEOUT, RedisClient, Reply};
@@ -59,6 +61,7 @@ pub use client_fred::FredClient;
 pub use client_redis::RedisRsClient;
 pub use config::{DeliveryMode, RedisOptions};
 pub use driver::RedisSetDriver;
+pub use inspect::LATENCY_SCAN_LIMIT;
 pub use scripts::Script;
 pub use shutdown::RedisShutdown;
 

@@ -19,8 +19,6 @@ pub(crate) struct Keys {
     pub(crate) legacy_schedule_priorities: String,
     /// Claimed messages: `<priority>|<message>` → claim time.
     pub(crate) in_flight: String,
-    /// Undecodable messages.
-    pub(crate) quarantine: String,
 }
 
 impl Keys {
@@ -41,9 +39,14 @@ impl Keys {
             schedule_index: key(&format!("{}_by_priority", options.schedule_key)),
             legacy_schedule_priorities: key(&format!("{}_priorities", options.schedule_key)),
             in_flight: key(&format!("{}_in_flight", options.key)),
-            quarantine: key(&format!("{}_quarantine", options.key)),
             prefix,
         })
+    }
+
+    /// The dead letters of the queue whose set is `set`: the sorted set of their ids, scored by
+    /// the time they died, and the hash of their records.
+    pub(crate) fn dead(set: &str) -> (String, String) {
+        (format!("{set}_dead"), format!("{set}_dead_letters"))
     }
 
     /// The key of a priority set called `name`.
@@ -63,6 +66,13 @@ mod tests {
         assert_eq!(keys.default_set, "hermes");
         assert_eq!(keys.schedule, "hermes_schedule");
         assert_eq!(keys.set("hermes_high").unwrap(), "hermes_high");
+        assert_eq!(
+            Keys::dead("{jobs}hermes"),
+            (
+                "{jobs}hermes_dead".to_owned(),
+                "{jobs}hermes_dead_letters".to_owned()
+            )
+        );
         let mut options = RedisOptions {
             hash_tag: Some("jobs".into()),
             ..RedisOptions::default()
@@ -72,7 +82,6 @@ mod tests {
             &keys.default_set,
             &keys.schedule,
             &keys.in_flight,
-            &keys.quarantine,
             &keys.schedule_index,
             &keys.legacy_schedule_priorities,
         ] {

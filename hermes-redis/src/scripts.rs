@@ -12,18 +12,30 @@ pub enum Script {
     Nack,
     /// Move a claim's time forward.
     Extend,
-    /// Keep an undecodable message aside and drop its claim.
-    Quarantine,
+    /// Keep a message as a dead letter (ending its claim) and apply the retention.
+    Bury,
+    /// The figures of every priority queue.
+    Stats,
+    /// List (and optionally remove) the scheduled messages of one priority.
+    Scheduled,
+    /// Empty one state of a queue.
+    Purge,
+    /// Take dead letters out of the store: back to their set (replay), or for good.
+    Unbury,
 }
 
 impl Script {
     /// Every script.
-    pub const ALL: [Script; 5] = [
+    pub const ALL: [Script; 9] = [
         Script::Claim,
         Script::Schedule,
         Script::Nack,
         Script::Extend,
-        Script::Quarantine,
+        Script::Bury,
+        Script::Stats,
+        Script::Scheduled,
+        Script::Purge,
+        Script::Unbury,
     ];
 
     /// The Lua source.
@@ -33,7 +45,11 @@ impl Script {
             Script::Schedule => SCHEDULE,
             Script::Nack => NACK,
             Script::Extend => EXTEND,
-            Script::Quarantine => QUARANTINE,
+            Script::Bury => BURY,
+            Script::Stats => STATS,
+            Script::Scheduled => SCHEDULED,
+            Script::Purge => PURGE,
+            Script::Unbury => UNBURY,
         }
     }
 }
@@ -164,9 +180,216 @@ redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]) - tonumber(ARGV[3]), ARGV[1]
 return 1
 ";
 
-/// KEYS: 1 quarantine, 2 in-flight. ARGV: 1 message, 2 the claim ('' when none).
-const QUARANTINE: &str = r"
-redis.call('RPUSH', KEYS[1], ARGV[1])
-if ARGV[2] ~= '' then redis.call('ZREM', KEYS[2], ARGV[2]) end
+/// KEYS: 1 in-flight, 2 the dead letters' ids (sorted set scored by the time), 3 the dead
+/// letters (hash id → record). ARGV: 1 the claim ('' when none), 2 id, 3 record, 4 time,
+/// 5 most dead letters kept, 6 the time before which none is kept.
+/// Returns 0 when the claim is gone (nothing is kept: the message is delivered again).
+const BURY: &str = r"
+if ARGV[1] ~= '' and redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('ZADD', KEYS[2], ARGV[4], ARGV[2])
+redis.call('HSET', KEYS[3], ARGV[2], ARGV[3])
+local function drop(ids)
+  for _, id in ipairs(ids) do
+    redis.call('ZREM', KEYS[2], id)
+    redis.call('HDEL', KEYS[3], id)
+  end
+end
+drop(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[6], 'LIMIT', 0, 1000))
+local excess = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[5])
+if excess > 0 then drop(redis.call('ZRANGE', KEYS[2], 0, excess - 1)) end
 return 1
+";
+
+/// KEYS: 1 schedule, 2 priority index of the schedule, 3 the older priority hash, 4 in-flight,
+/// then for each of the n queues: its set and its dead letters' ids.
+/// ARGV: 1 now, 2 n, 2+i priority of queue i, 3+n the index of the default queue.
+/// A scheduled message belongs to the queue the index (or the older hash) names when that queue
+/// is one of the n, else to the default queue, as the claim script promotes it.
+/// Returns for each queue: members of its set, its scheduled messages due, those due later,
+/// its claims, its dead letters, and the due time of its oldest due scheduled message ('' when
+/// none).
+const STATS: &str = r"
+local now = tonumber(ARGV[1])
+local n = tonumber(ARGV[2])
+local default = tonumber(ARGV[3 + n])
+local slot = {}
+for i = 1, n do slot[ARGV[2 + i]] = i end
+local due, later, flight, oldest = {}, {}, {}, {}
+for i = 1, n do due[i] = 0; later[i] = 0; flight[i] = 0; oldest[i] = false end
+local function count(i, score)
+  local value = tonumber(score)
+  if value <= now then
+    due[i] = due[i] + 1
+    if not oldest[i] or value < tonumber(oldest[i]) then oldest[i] = score end
+  else
+    later[i] = later[i] + 1
+  end
+end
+local owned = {}
+local function own(member, priority)
+  local i = slot[priority]
+  if owned[member] or not i or i == default then return end
+  local score = redis.call('ZSCORE', KEYS[1], member)
+  if score then
+    owned[member] = true
+    count(i, score)
+  end
+end
+for _, entry in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+  local bar = string.find(entry, '|', 1, true)
+  own(string.sub(entry, bar + 1), string.sub(entry, 1, bar - 1))
+end
+local legacy = redis.call('HGETALL', KEYS[3])
+for j = 1, #legacy, 2 do own(legacy[j], legacy[j + 1]) end
+local owned_due, owned_later = 0, 0
+for i = 1, n do owned_due = owned_due + due[i]; owned_later = owned_later + later[i] end
+due[default] = redis.call('ZCOUNT', KEYS[1], '-inf', ARGV[1]) - owned_due
+later[default] = redis.call('ZCOUNT', KEYS[1], '(' .. ARGV[1], '+inf') - owned_later
+local offset = 0
+while due[default] > 0 and not oldest[default] do
+  local chunk = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', offset, 100)
+  if #chunk == 0 then break end
+  for j = 1, #chunk, 2 do
+    if not owned[chunk[j]] then
+      oldest[default] = chunk[j + 1]
+      break
+    end
+  end
+  offset = offset + 100
+end
+for _, claim in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
+  local bar = string.find(claim, '|', 1, true)
+  if bar then
+    local head = string.sub(claim, 1, bar - 1)
+    local colon = string.find(head, ':', 1, true)
+    if colon then head = string.sub(head, 1, colon - 1) end
+    local i = slot[head] or default
+    flight[i] = flight[i] + 1
+  end
+end
+local out = {}
+for i = 1, n do
+  out[#out + 1] = redis.call('SCARD', KEYS[3 + 2 * i])
+  out[#out + 1] = due[i]
+  out[#out + 1] = later[i]
+  out[#out + 1] = flight[i]
+  out[#out + 1] = redis.call('ZCARD', KEYS[4 + 2 * i])
+  out[#out + 1] = oldest[i] or ''
+end
+return out
+";
+
+/// KEYS: 1 schedule, 2 priority index of the schedule, 3 the older priority hash.
+/// ARGV: 1 now, 2 the priority, 3 '1' when it is the default queue's, 4 'due', 'later' or
+/// 'all', 5 most to list (0: all), 6 '1' to remove them, 7.. the other queues' priorities.
+/// The scheduled messages of one queue (as STATS attributes them), soonest due first: member
+/// and due time of each.
+const SCHEDULED: &str = r"
+local min, max = '-inf', '+inf'
+if ARGV[4] == 'due' then max = ARGV[1] elseif ARGV[4] == 'later' then min = '(' .. ARGV[1] end
+local priority = ARGV[2]
+local limit = tonumber(ARGV[5])
+local found = {}
+local function full() return limit > 0 and #found >= limit end
+if ARGV[3] == '1' then
+  local function foreign(member)
+    for i = 7, #ARGV do
+      if redis.call('ZSCORE', KEYS[2], ARGV[i] .. '|' .. member) then return true end
+    end
+    local named = redis.call('HGET', KEYS[3], member)
+    if not named then return false end
+    for i = 7, #ARGV do
+      if ARGV[i] == named then return true end
+    end
+    return false
+  end
+  local offset = 0
+  while not full() do
+    local chunk = redis.call('ZRANGEBYSCORE', KEYS[1], min, max, 'WITHSCORES', 'LIMIT', offset, 200)
+    if #chunk == 0 then break end
+    for j = 1, #chunk, 2 do
+      if not full() and not foreign(chunk[j]) then
+        found[#found + 1] = {chunk[j], chunk[j + 1]}
+      end
+    end
+    offset = offset + 200
+  end
+else
+  local seen = {}
+  local function add(member)
+    if seen[member] then return end
+    seen[member] = true
+    local score = redis.call('ZSCORE', KEYS[1], member)
+    if not score then return end
+    local value = tonumber(score)
+    if (ARGV[4] == 'due' and value > tonumber(ARGV[1])) or
+       (ARGV[4] == 'later' and value <= tonumber(ARGV[1])) then return end
+    found[#found + 1] = {member, score}
+  end
+  local head = priority .. '|'
+  for _, entry in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], min, max)) do
+    if string.sub(entry, 1, #head) == head then add(string.sub(entry, #head + 1)) end
+  end
+  local legacy = redis.call('HGETALL', KEYS[3])
+  for j = 1, #legacy, 2 do
+    if legacy[j + 1] == priority then add(legacy[j]) end
+  end
+  table.sort(found, function(a, b) return tonumber(a[2]) < tonumber(b[2]) end)
+  while limit > 0 and #found > limit do table.remove(found) end
+end
+local out = {}
+for _, pair in ipairs(found) do
+  out[#out + 1] = pair[1]
+  out[#out + 1] = pair[2]
+  if ARGV[6] == '1' then
+    redis.call('ZREM', KEYS[1], pair[1])
+    redis.call('ZREM', KEYS[2], priority .. '|' .. pair[1])
+    redis.call('HDEL', KEYS[3], pair[1])
+  end
+end
+return out
+";
+
+/// ARGV: 1 what to empty. 'set': KEYS 1 a set. 'dead': KEYS 1 the dead letters' ids, 2 the
+/// dead letters. 'claims': KEYS 1 in-flight, ARGV 2 the priority whose claims go.
+/// Returns how many messages went.
+const PURGE: &str = r"
+if ARGV[1] == 'set' then
+  local n = redis.call('SCARD', KEYS[1])
+  redis.call('DEL', KEYS[1])
+  return n
+elseif ARGV[1] == 'dead' then
+  local n = redis.call('ZCARD', KEYS[1])
+  redis.call('DEL', KEYS[1], KEYS[2])
+  return n
+end
+local n = 0
+for _, claim in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  local bar = string.find(claim, '|', 1, true)
+  if bar then
+    local head = string.sub(claim, 1, bar - 1)
+    local colon = string.find(head, ':', 1, true)
+    if colon then head = string.sub(head, 1, colon - 1) end
+    if head == ARGV[2] then
+      redis.call('ZREM', KEYS[1], claim)
+      n = n + 1
+    end
+  end
+end
+return n
+";
+
+/// KEYS: 1 the dead letters' ids, 2 the dead letters, 3 the set to replay to. ARGV: 1 'replay'
+/// or 'forget', then pairs of id and the body to put in the set (ignored when forgetting).
+/// A dead letter another caller took already is left alone. Returns how many were taken.
+const UNBURY: &str = r"
+local n = 0
+for i = 2, #ARGV, 2 do
+  if redis.call('HDEL', KEYS[2], ARGV[i]) == 1 then
+    redis.call('ZREM', KEYS[1], ARGV[i])
+    if ARGV[1] == 'replay' then redis.call('SADD', KEYS[3], ARGV[i + 1]) end
+    n = n + 1
+  end
+end
+return n
 ";

@@ -191,8 +191,12 @@ impl Harness for RedisHarness {
     }
 
     async fn quarantined(&self, queue: &str) -> Result<usize, Error> {
-        let key = self.0.key(queue, &format!("{queue}_quarantine"));
-        Ok(self.0.cmd::<usize>(&[b"LLEN", key.as_bytes()]).await)
+        let key = self.0.key(queue, &format!("{queue}_dead_letters"));
+        let ids: Vec<String> = self.0.cmd(&[b"HKEYS", key.as_bytes()]).await;
+        Ok(ids
+            .iter()
+            .filter(|id| id.starts_with("undecodable-"))
+            .count())
     }
 
     fn visibility_timeout(&self) -> Duration {
@@ -206,9 +210,14 @@ impl Harness for RedisHarness {
             "_schedule_priorities",
             "_schedule_by_priority",
             "_in_flight",
-            "_quarantine",
+            "_dead",
+            "_dead_letters",
             "-high",
+            "-high_dead",
+            "-high_dead_letters",
             "-low",
+            "-low_dead",
+            "-low_dead_letters",
         ] {
             let key = self.0.key(queue, &format!("{queue}{suffix}"));
             self.0.cmd::<i64>(&[b"DEL", key.as_bytes()]).await;

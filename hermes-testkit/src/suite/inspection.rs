@@ -141,11 +141,15 @@ pub async fn peek_leaves_messages_where_they_were<H: Harness>(h: &H, queue: &str
             "the next receive is unchanged"
         );
     }
-    let in_flight = driver
+    match driver
         .peek(DEFAULT_PRIORITY, QueueState::InFlight, 10)
         .await
-        .expect("peek in flight");
-    assert_eq!(in_flight, [first.message().clone()]);
+    {
+        Ok(in_flight) => assert_eq!(in_flight, [first.message().clone()]),
+        // Without claims a taken message has left the backend: there is nothing to list.
+        Err(hermes_core::Error::Unsupported { .. }) if !caps.at_least_once => {}
+        Err(e) => panic!("peek in flight: {e}"),
+    }
     ack(&driver, &first).await;
     Outcome::Passed
 }
