@@ -38,9 +38,11 @@ pub struct RabbitMqOptions {
     /// `x-max-length` of a dead-letter queue this version declares, exact; a dead-letter
     /// queue that already exists with other arguments (an earlier version's quarantine, or
     /// a count changed since) keeps its arguments, and the driver drops its oldest letters
-    /// beyond the count each time it adds one. The age is applied by the driver each time
-    /// it adds or lists dead letters of the queue, from the oldest: between those, letters
-    /// past the age stay (and are counted).
+    /// beyond the count each time it adds one. The age is applied by the driver: adding a
+    /// dead letter drops the oldest ones past it, and listing or replaying drops every one
+    /// past it that it meets; until then, letters past the age stay (and are counted). A
+    /// letter quarantined by an earlier version has no recorded time and is kept whatever
+    /// its age (the count still applies).
     pub retention: Retention,
 }
 

@@ -20,8 +20,9 @@
 //! that exists with other arguments (an earlier version declared it without any, or the count
 //! changed since) keeps them (the broker refuses to change a queue's arguments), and the
 //! driver drops its oldest beyond the count itself, each time it adds a letter. Age is the
-//! driver's: each time it adds or lists letters, it drops those at the head older than the
-//! retention's age (the broker's `x-message-ttl` cannot hold 180 days).
+//! driver's (the broker's `x-message-ttl` cannot hold 180 days): adding a letter drops the
+//! oldest ones past the retention's age, and listing or replaying drops every one past it
+//! that it meets.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

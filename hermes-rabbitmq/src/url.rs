@@ -34,7 +34,9 @@ impl RabbitMqDriver {
     /// | `retention_age` | their longest age, in seconds | 15552000 (180 days) |
     ///
     /// A `%XX` escape in a value stands for that byte. The URL without its parameters is what
-    /// the client library connects to. Nothing connects until first use.
+    /// the client library connects to. Nothing connects until first use. An `amqps://` URL
+    /// needs lapin built with a TLS backend (its `rustls` feature, say); without one the
+    /// connection fails.
     ///
     /// ```
     /// use hermes_rabbitmq::RabbitMqDriver;
