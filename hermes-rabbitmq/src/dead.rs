@@ -214,7 +214,7 @@ impl RabbitMqDriver {
 
     /// Adds `body` (the message `id`, as it was delivered) to the dead letters of the queue
     /// `home` of `priority` with `reason`, once the broker confirmed it, then applies the
-    /// retention.
+    /// retention (a failure of that is logged: the letter is kept either way).
     pub(crate) async fn bury(
         &self,
         session: &Session,
@@ -229,7 +229,11 @@ impl RabbitMqDriver {
         let properties = properties.with_headers(headers(id, priority, reason, table));
         let publish = session.publish(&store, body, properties);
         bounded("dead-lettering", Some(session), publish).await?;
-        self.trim_dead(session, &store, priority).await
+        // The letter is kept: a retention that fails now is applied at the next addition.
+        if let Err(error) = self.trim_dead(session, &store, priority).await {
+            tracing::warn!("Applying the retention of {store} failed: {error}");
+        }
+        Ok(())
     }
 
     /// Drops the dead letters at the head of `store` that the retention does not keep: those
