@@ -17,6 +17,8 @@ pub(crate) enum Buffered {
         priority: Priority,
         queue: String,
         message: Message,
+        /// The body as delivered, for a dead letter.
+        body: Vec<u8>,
         acker: Acker,
         session: Arc<Session>,
     },

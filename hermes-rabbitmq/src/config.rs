@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use hermes_core::Error;
+use hermes_core::{Error, Retention};
 use lapin::BasicProperties;
 
 use crate::NAME;
@@ -33,6 +33,17 @@ pub struct RabbitMqOptions {
     /// waiting `receive` at once; this only bounds how late a lost connection is noticed.
     /// Default 100 ms.
     pub refresh_interval: Duration,
+    /// How many dead letters each priority queue's `<queue>.quarantine` keeps, and for how
+    /// long; the oldest go first. Default 10,000 and 180 days. The count is the broker's
+    /// `x-max-length` of a dead-letter queue this version declares, exact; a dead-letter
+    /// queue that already exists with other arguments (an earlier version's quarantine, or
+    /// a count changed since) keeps its arguments, and the driver drops its oldest letters
+    /// beyond the count each time it adds one. The age is applied by the driver: adding a
+    /// dead letter drops the oldest ones past it, and listing or replaying drops every one
+    /// past it that it meets; until then, letters past the age stay (and are counted). A
+    /// letter quarantined by an earlier version has no recorded time and is kept whatever
+    /// its age (the count still applies).
+    pub retention: Retention,
 }
 
 /// What the driver does with a message body that cannot be decoded. Either way it rejects the
@@ -48,8 +59,10 @@ pub struct RabbitMqOptions {
 #[non_exhaustive]
 pub enum UndecodableAction {
     /// First publish the body to `<queue>.quarantine` (see
-    /// [`quarantine_queue`](crate::quarantine_queue)), so nothing is lost whatever the broker's
-    /// settings.
+    /// [`quarantine_queue`](crate::quarantine_queue)) as a dead letter of kind
+    /// `undecodable`, with the decoder's reason, so nothing is lost whatever the broker's
+    /// settings; [`Driver::dead_letters`](hermes_core::Driver::dead_letters) lists it and
+    /// [`Driver::replay`](hermes_core::Driver::replay) puts its bytes back.
     #[default]
     Quarantine,
     /// Only reject it: the broker drops it unless the queue has a dead-letter exchange.
@@ -65,6 +78,7 @@ impl Default for RabbitMqOptions {
             consumer_tag: "hermes".to_owned(),
             undecodable: UndecodableAction::default(),
             refresh_interval: Duration::from_millis(100),
+            retention: Retention::default(),
         }
     }
 }

@@ -4,8 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hermes_core::{
-    Capabilities, DEFAULT_PRIORITY, Delivery, Driver, Error, JsonSerializer, Message, Priority,
-    PriorityQueues, Serializer, async_trait,
+    Capabilities, DEFAULT_PRIORITY, DeadLetter, DeadReason, Delivery, Driver, Error,
+    JsonSerializer, Message, Priority, PriorityQueues, QueueState, QueueStats, Replay, Serializer,
+    async_trait,
 };
 use tokio::time::Instant;
 
@@ -13,6 +14,7 @@ use crate::buffer::Buffer;
 use crate::naming::{quarantine_queue, validate_rabbitmq_queue_name};
 use crate::patience::{Patience, Pick};
 use crate::session::{Session, bounded};
+use crate::settle::receipt;
 use crate::{NAME, RabbitMqOptions, settle};
 
 /// Hermes' RabbitMQ driver: one durable queue on the default exchange, declared without
@@ -29,6 +31,21 @@ use crate::{NAME, RabbitMqOptions, settle};
 /// delivered again by the broker). Undecodable bodies move to `<queue>.quarantine`, or are
 /// rejected as in Hermes (see [`UndecodableAction`](crate::UndecodableAction)).
 ///
+/// Inspection and dead letters (see [`Driver::capabilities`]): stats per priority queue from
+/// passive declarations (waiting and dead exact, delayed approximate, in flight and latency
+/// unknown: AMQP does not tell them), purges of the waiting, delayed and dead messages, and
+/// dead letters. No peek and no delete by id: AMQP reads a queue only by taking its messages.
+/// The dead letters of a priority queue are its `<queue>.quarantine`, which holds both the
+/// undecodable bodies and the messages whose handler failed for good: each is the body
+/// exactly as it was delivered, with its reason in AMQP headers ([`DEAD_ID`](crate::DEAD_ID),
+/// [`DEAD_KIND`](crate::DEAD_KIND), [`DEAD_ERROR`](crate::DEAD_ERROR),
+/// [`DEAD_HANDLER`](crate::DEAD_HANDLER), [`DEAD_AT`](crate::DEAD_AT),
+/// [`DEAD_RETRIES`](crate::DEAD_RETRIES), [`PRIORITY`](crate::PRIORITY)). PHP Hermes never
+/// reads that queue, and the priority queues keep Hermes' plain JSON bodies, a replayed
+/// message's too. A body quarantined by an earlier version, without headers, lists as an
+/// undecodable dead letter at time 0, its id made from its digest. Retention: see
+/// [`RabbitMqOptions::retention`].
+///
 /// Clones are cheap and share the connection and the consumers. Nothing connects until the
 /// first `send` or `receive`. A `receive` starts one consumer per
 /// selected queue; they keep running (holding up to `prefetch` messages each) until
@@ -44,7 +61,7 @@ pub(crate) struct Inner {
     pub(crate) queue: String,
     pub(crate) options: RabbitMqOptions,
     pub(crate) serializer: Arc<dyn Serializer>,
-    queues: PriorityQueues<String>,
+    pub(crate) queues: PriorityQueues<String>,
     pub(crate) session: tokio::sync::Mutex<Option<Arc<Session>>>,
     pub(crate) buffer: Buffer,
 }
@@ -143,7 +160,7 @@ impl RabbitMqDriver {
     }
 
     /// The connected session, connecting (again) when there is none or it was lost.
-    async fn session(&self) -> Result<Arc<Session>, Error> {
+    pub(crate) async fn session(&self) -> Result<Arc<Session>, Error> {
         let mut slot = self.inner.session.lock().await;
         if let Some(session) = slot.as_ref()
             && session.alive()
@@ -165,9 +182,14 @@ impl Driver for RabbitMqDriver {
         NAME
     }
 
+    /// Everything but lease extension, peeking, deleting by id and exact stats: AMQP lists a
+    /// queue only by taking its messages, and does not count those other consumers hold.
     fn capabilities(&self) -> Capabilities {
         let mut capabilities = Capabilities::all().without_inspection();
         capabilities.extend = false;
+        capabilities.stats = true;
+        capabilities.purge = true;
+        capabilities.dead_letters = true;
         capabilities
     }
 
@@ -238,6 +260,71 @@ impl Driver for RabbitMqDriver {
     async fn flush(&self) -> Result<(), Error> {
         self.stop_consumers().await;
         self.give_back_buffered().await
+    }
+
+    /// Per priority queue: waiting exact (its ready messages), delayed approximate (the ready
+    /// messages of its delay queues: one passing between two of them is missed for a moment),
+    /// dead exact (the ready messages of its `<queue>.quarantine`), in flight and latency
+    /// unknown (AMQP does not tell them). A queue not declared yet counts 0; nothing is
+    /// declared.
+    async fn stats(&self) -> Result<Vec<QueueStats>, Error> {
+        self.stats_now().await
+    }
+
+    /// Up to `limit` dead letters of `<queue>.quarantine`, oldest first, taken with
+    /// `basic.get` and given back to their places unchanged (while listed, they are invisible
+    /// to another listing or replay). Drops those past the retention's age on the way.
+    async fn dead_letters(
+        &self,
+        priority: Priority,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>, Error> {
+        self.dead_letters_now(priority, limit).await
+    }
+
+    /// Publishes the body of `delivery`, byte for byte as it was delivered, to the
+    /// `<queue>.quarantine` of its priority queue with the reason in its headers, waits for
+    /// the broker's confirm, and only then acknowledges the delivery: a lost connection in
+    /// between leaves the message to be delivered again (and maybe a dead letter too), never
+    /// lost.
+    ///
+    /// # Errors
+    /// A temporary [`Error::Connection`] when the delivery's connection is gone (the broker
+    /// delivers the message again).
+    async fn dead_letter(&self, delivery: &Delivery, reason: &DeadReason) -> Result<(), Error> {
+        let receipt = receipt(delivery)?;
+        if !receipt.session.alive() {
+            return Err(Error::connection(
+                NAME,
+                "the connection of this delivery is gone; the broker delivers it again",
+            ));
+        }
+        let priority = delivery.priority();
+        let home = self.inner.queues.get(priority)?;
+        let id = delivery.message().id();
+        let session = &receipt.session;
+        self.bury(session, (&home, priority), id, &receipt.body, reason)
+            .await?;
+        settle::ack(delivery).await
+    }
+
+    /// Takes the dead letters of `<queue>.quarantine` one by one with `basic.get` (only those
+    /// there when it begins); each one `replay` selects is published to its priority queue,
+    /// due now, with the broker's confirm (an undecodable one as its exact bytes), then
+    /// removed; the others go back to their places. A letter being replayed is invisible to
+    /// another replay, so two at once do not put one back twice.
+    async fn replay(&self, priority: Priority, replay: &Replay) -> Result<u64, Error> {
+        self.replay_now(priority, replay).await
+    }
+
+    /// Waiting: `queue.purge` of the priority queue (messages a worker holds, its prefetch
+    /// included, are in flight and stay). Delayed: `queue.purge` of each of its delay queues.
+    /// Dead: `queue.purge` of its `<queue>.quarantine`. Returns how many went.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] for [`QueueState::InFlight`].
+    async fn purge(&self, priority: Priority, state: QueueState) -> Result<Option<u64>, Error> {
+        self.purge_now(priority, state).await
     }
 }
 

@@ -40,3 +40,12 @@ pub(crate) fn lapin_error(error: lapin::Error) -> Error {
         message,
     }
 }
+
+/// The broker's AMQP reply code in `error` (404 NOT_FOUND, 406 PRECONDITION_FAILED, …), when it
+/// is a refusal of the broker's.
+pub(crate) fn reply_code(error: &lapin::Error) -> Option<u16> {
+    match error.kind() {
+        ErrorKind::ProtocolError(amqp) => Some(amqp.get_id()),
+        _ => None,
+    }
+}

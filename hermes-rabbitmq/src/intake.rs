@@ -1,12 +1,12 @@
 //! Filing what a consumer delivers: a due message waits in the buffer for a `receive`, an
-//! early one is delayed again, an undecodable one is quarantined or rejected and reported.
+//! early one is delayed again, an undecodable one becomes a dead letter (see the `dead` module)
+//! or is rejected, and is reported.
 
 use std::sync::Arc;
 
-use hermes_core::Error;
 use hermes_core::time::unix_now;
+use hermes_core::{DeadKind, DeadReason, Error};
 use lapin::options::{BasicAckOptions, BasicNackOptions};
-use lapin::types::FieldTable;
 
 use crate::UndecodableAction;
 use crate::buffer::Buffered;
@@ -18,8 +18,8 @@ use crate::session::Session;
 
 impl RabbitMqDriver {
     /// Files one delivery: a due message goes to the buffer; an early one is delayed again
-    /// (down its home queue's ladder); an undecodable one is quarantined or rejected and
-    /// reported.
+    /// (down its home queue's ladder); an undecodable one becomes a dead letter of its home
+    /// queue (or is only rejected) and is reported.
     pub(crate) async fn accept(
         &self,
         session: &Arc<Session>,
@@ -36,13 +36,16 @@ impl RabbitMqDriver {
                          dead-letter policy"
                     ),
                     _ => {
-                        let quarantine = quarantine_queue(home);
-                        session.declare(&quarantine, FieldTable::default()).await?;
-                        let properties = self.inner.options.published_properties();
-                        session
-                            .publish(&quarantine, &delivery.data, properties)
+                        let reason = DeadReason::new(DeadKind::Undecodable, source.to_string());
+                        // Its digest and the time: the same bytes met again get another id.
+                        let id = format!(
+                            "undecodable-{}-{}",
+                            source.sha256_prefix(),
+                            (unix_now() * 1e6) as u64
+                        );
+                        self.bury(session, (home, priority), &id, &delivery.data, &reason)
                             .await?;
-                        format!("the RabbitMQ queue {quarantine}")
+                        format!("the RabbitMQ queue {}", quarantine_queue(home))
                     }
                 };
                 // Rejected without requeue, as Hermes does: a dead-letter policy on the queue
@@ -77,6 +80,7 @@ impl RabbitMqDriver {
                 priority,
                 queue: queue.to_owned(),
                 message,
+                body: delivery.data,
                 acker: delivery.acker,
                 session: session.clone(),
             });

@@ -1,7 +1,9 @@
 //! The RabbitMQ driver of Hermes, on `lapin`: Hermes' queue layout (one durable queue on the
 //! default exchange, declared without arguments, persistent messages, consumed with a
 //! `basic.qos` prefetch and acknowledged after the handlers), plus publisher confirms, delays of
-//! any length, priorities and reconnection. See [`RabbitMqDriver`] and [`RabbitMqOptions`].
+//! any length, priorities and reconnection, and inspection: stats, purges and dead letters kept
+//! in each queue's `<queue>.quarantine`, where undecodable bodies always went. See
+//! [`RabbitMqDriver`], [`RabbitMqOptions`] and [`RabbitMqDriver::from_url`].
 //!
 //! ```no_run
 //! # #[tokio::main]
@@ -38,17 +40,22 @@
 mod buffer;
 mod config;
 mod consumers;
+mod dead;
 mod delay;
 mod driver;
 mod error;
+mod inspect;
 mod intake;
 mod ladder;
 mod naming;
 mod patience;
+mod scratch;
 mod session;
 mod settle;
+mod url;
 
 pub use config::{RabbitMqOptions, UndecodableAction};
+pub use dead::{DEAD_AT, DEAD_ERROR, DEAD_HANDLER, DEAD_ID, DEAD_KIND, DEAD_RETRIES, PRIORITY};
 pub use driver::RabbitMqDriver;
 pub use ladder::{DELAY_LEVELS, DELAY_UNIT_MS};
 pub use naming::{

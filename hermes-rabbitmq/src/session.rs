@@ -17,6 +17,7 @@ use lapin::{
 
 use crate::NAME;
 use crate::consumers::Consuming;
+use crate::dead::Stores;
 use crate::delay::Ladders;
 use crate::error::lapin_error;
 use crate::patience::Flows;
@@ -59,6 +60,8 @@ pub(crate) struct Session {
     declared: Mutex<HashSet<String>>,
     /// The delay ladders this session declared.
     pub(crate) ladders: Ladders,
+    /// The dead-letter queues this session declared, and who caps their length.
+    pub(crate) dead_stores: Stores,
     /// Every consumed queue's consumer. Held across starting a consumer, so two receives do
     /// not start the same one twice.
     pub(crate) consumers: tokio::sync::Mutex<HashMap<String, Consuming>>,
@@ -112,6 +115,7 @@ impl Session {
             durable,
             declared: Mutex::default(),
             ladders: Ladders::default(),
+            dead_stores: Stores::default(),
             consumers: tokio::sync::Mutex::default(),
             flows: Flows::new(usize::from(prefetch)),
             broken: AtomicBool::new(false),
@@ -133,6 +137,16 @@ impl Session {
                 .is_some_and(|c| c.status().connected())
             && self.publisher.status().connected()
             && self.consumer.status().connected()
+    }
+
+    /// A new channel on the session's connection, for an inspection of its own (see the
+    /// `scratch` module).
+    pub(crate) async fn channel(&self) -> Result<Channel, Error> {
+        let connection = self.connection.as_ref().ok_or_else(|| Error::Connection {
+            driver: NAME,
+            source: "the connection is closed".into(),
+        })?;
+        connection.create_channel().await.map_err(lapin_error)
     }
 
     /// Declares `queue` with `arguments`, once per session.

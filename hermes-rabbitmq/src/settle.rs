@@ -13,12 +13,18 @@ use crate::driver::RabbitMqDriver;
 use crate::error::lapin_error;
 use crate::session::{COMMAND_TIMEOUT, Session, bounded};
 
-/// A delivered message's acknowledgement handle.
+/// A delivered message's acknowledgement handle, and its body as delivered.
 #[derive(Debug)]
-struct RabbitReceipt {
+pub(crate) struct RabbitReceipt {
     acker: Acker,
     queue: String,
-    session: Arc<Session>,
+    pub(crate) session: Arc<Session>,
+    pub(crate) body: Vec<u8>,
+}
+
+/// The receipt of `delivery`.
+pub(crate) fn receipt(delivery: &Delivery) -> Result<&RabbitReceipt, Error> {
+    delivery.receipt().downcast::<RabbitReceipt>(NAME)
 }
 
 /// A buffered delivery as `receive` returns it: a message with the receipt that settles it, or
@@ -29,6 +35,7 @@ pub(crate) fn handed_out(item: Buffered) -> Result<Delivery, Error> {
             priority,
             queue,
             message,
+            body,
             acker,
             session,
         } => Ok(Delivery::new(
@@ -38,6 +45,7 @@ pub(crate) fn handed_out(item: Buffered) -> Result<Delivery, Error> {
                 acker,
                 queue,
                 session,
+                body,
             }),
         )),
         Buffered::Undecodable {
@@ -77,7 +85,7 @@ async fn settle(
     delivery: &Delivery,
     settle: impl AsyncFnOnce(&Acker) -> Result<(), lapin::Error>,
 ) -> Result<(), Error> {
-    let receipt = delivery.receipt().downcast::<RabbitReceipt>(NAME)?;
+    let receipt = receipt(delivery)?;
     let result = tokio::time::timeout(COMMAND_TIMEOUT, settle(&receipt.acker)).await;
     if result.is_err() {
         // Closing the session makes the broker deliver the message again.

@@ -124,6 +124,9 @@ impl Harness for RabbitHarness {
     async fn open(&self, queue: &str) -> Result<RabbitMqDriver, Error> {
         let mut options = RabbitMqOptions::default();
         options.refresh_interval = Duration::from_millis(20);
+        // Room for two claims at once, as the inspection scenarios hold one message in
+        // flight while dead-lettering another.
+        options.prefetch = 2;
         RabbitMqDriver::new(&amqp_url(), queue, options)
     }
 
