@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_sqs::types::QueueAttributeName;
-use hermes_core::Error;
+use hermes_core::{Error, Retention};
 
 use crate::NAME;
 
@@ -42,6 +42,13 @@ pub struct SqsOptions {
     /// The largest encoded message `send` accepts, in bytes; larger ones fail with
     /// [`Error::PayloadTooLarge`]. Default 262,144 (256 KiB, the smallest limit SQS queues have).
     pub max_payload: usize,
+    /// How many dead letters the dead-letter queue `<queue>-quarantine` keeps, and for how
+    /// long. SQS caps both ways only roughly: the age becomes the queue's
+    /// `MessageRetentionPeriod`, which SQS bounds to 60 s .. 14 days, so the default 180 days
+    /// keeps letters 14 days; the count is checked against SQS's approximate count after each
+    /// dead letter, and the oldest of the letters one receive sees are dropped (see
+    /// [`SqsDriver`](crate::SqsDriver)). Default [`Retention::default`] (10,000, 180 days).
+    pub retention: Retention,
 }
 
 impl Default for SqsOptions {
@@ -53,6 +60,7 @@ impl Default for SqsOptions {
             batch_size: MAX_BATCH_SIZE,
             max_delay: MAX_DELAY,
             max_payload: 256 * 1024,
+            retention: Retention::default(),
         }
     }
 }
@@ -82,6 +90,8 @@ impl SqsOptions {
             Some("visibility_timeout is over SQS's limit of 12 hours".to_owned())
         } else if self.max_payload == 0 {
             Some("max_payload is 0".to_owned())
+        } else if self.retention.max_count == 0 {
+            Some("retention.max_count is 0; the dead-letter queue keeps at least one".to_owned())
         } else {
             None
         };

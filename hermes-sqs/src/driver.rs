@@ -9,8 +9,9 @@ use std::time::Duration;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::QueueAttributeName;
 use hermes_core::{
-    Capabilities, DEFAULT_PRIORITY, Delivery, Driver, Error, JsonSerializer, Message, Priority,
-    PriorityQueues, Serializer, async_trait,
+    Capabilities, DEFAULT_PRIORITY, DeadLetter, DeadReason, Delivery, Driver, Error,
+    JsonSerializer, Message, Priority, PriorityQueues, QueueState, QueueStats, Replay, Serializer,
+    async_trait,
 };
 use tokio::sync::{Notify, OnceCell};
 use tokio::time::Instant;
@@ -19,7 +20,7 @@ use crate::naming::{
     MAX_DEFAULT_QUEUE_NAME_LEN, MAX_QUEUE_NAME_LEN, delay_queue, quarantine_queue,
     validate_sqs_queue_name,
 };
-use crate::poll::{QueueState, SqsReceipt, drain, give_back};
+use crate::poll::{HeldQueue, SqsReceipt, drain, give_back};
 use crate::queue::QueueInfo;
 use crate::send::request_end;
 use crate::{NAME, SqsOptions};
@@ -48,9 +49,46 @@ const POLL_SLACK: Duration = Duration::from_millis(50);
 ///   long-polls them all at once.
 /// - **Lease extension**: [`Driver::extend`] changes the message's visibility, so a slow handler
 ///   is not run twice.
-/// - **Quarantine**: an undecodable body is moved to the dead-letter queue `<queue>-quarantine`
-///   (created on first use, keeping messages 14 days) and `receive` returns
-///   [`Error::Undecodable`].
+/// - **Dead letters** in the queue `<queue>-quarantine` (see
+///   [`quarantine_queue`](crate::quarantine_queue)), created on first use, one for all the
+///   priority queues. A message whose handler failed for good is sent there by
+///   [`Driver::dead_letter`], its body unchanged, and then deleted from its queue (only after
+///   the send succeeded: a failure in between may leave it in both). An undecodable body is
+///   moved there the same way, and `receive` returns [`Error::Undecodable`]. The reason goes
+///   in six message attributes: [`KIND_ATTRIBUTE`](crate::KIND_ATTRIBUTE),
+///   [`ERROR_ATTRIBUTE`](crate::ERROR_ATTRIBUTE) (the first 1,024 bytes),
+///   [`HANDLER_ATTRIBUTE`](crate::HANDLER_ATTRIBUTE), [`AT_ATTRIBUTE`](crate::AT_ATTRIBUTE),
+///   [`RETRIES_ATTRIBUTE`](crate::RETRIES_ATTRIBUTE) and
+///   [`QUEUE_ATTRIBUTE`](crate::QUEUE_ATTRIBUTE), the queue it came from. PHP
+///   Hermes never reads that queue; the priority queues keep Hermes' plain JSON. A message
+///   there without these attributes is an undecodable letter of the default queue, without a
+///   recorded reason.
+/// - **Listing dead letters** ([`Driver::dead_letters`]): SQS has no peek, so the driver
+///   receives the whole dead-letter queue (until a long poll of 1 s brings nothing new, each
+///   letter once), sorts it oldest first and makes every letter visible again. Meanwhile, for
+///   30 s at most, the letters are hidden from another listing, replay or purge.
+///   [`Driver::replay`] receives them the same way, sends each selected one to its priority
+///   queue (a decodable one as [`Replay::replayed`], an undecodable one as its exact body) and
+///   then deletes it.
+/// - **Retention** ([`SqsOptions::retention`]), as closely as SQS allows: the age becomes the
+///   dead-letter queue's `MessageRetentionPeriod` (set when the driver first uses the queue),
+///   which SQS caps at 14 days, so the default 180 days keeps letters 14 days. The count cap
+///   applies to the whole dead-letter queue, all priorities together: after each dead letter,
+///   while SQS's approximate count is over the cap, the oldest of the letters one receive sees
+///   are deleted; SQS cannot find the very oldest, and its count may lag.
+/// - **Figures** ([`Driver::stats`]), all approximate, from SQS's
+///   `ApproximateNumberOfMessages` (waiting), `…NotVisible` (in flight) and `…Delayed`
+///   (delayed). Messages this process claimed ahead and has not handed out count as waiting.
+///   The delay queue's and the dead-letter queue's counts are added to the queue's delayed and
+///   dead figures when the driver has one queue; with several priority queues SQS cannot tell
+///   whose they are, so those figures are [`Figure::Unknown`](hermes_core::Figure) unless the
+///   shared queue is empty. The latency is always unknown (SQS does not say how old the
+///   oldest message is). A queue that does not exist yet counts 0 and is not created.
+/// - **Purge** ([`Driver::purge`]) of the waiting messages (received and deleted until none is
+///   left; those delayed or in flight are not received, so they stay) and of the dead letters
+///   of one queue. Delayed and in-flight messages cannot be purged alone: SQS cannot receive
+///   them, and `PurgeQueue` empties a whole queue. So the driver does not declare
+///   [`Capabilities::purge`], nor [`Capabilities::peek`] or [`Capabilities::delete`].
 /// - **Batched sends**: [`Driver::send_batch`] sends up to 10 messages per `SendMessageBatch`
 ///   request (and at most [`SqsOptions::max_payload`] bytes of bodies), each with its own
 ///   `DelaySeconds` as `send` would give it.
@@ -88,7 +126,7 @@ pub(crate) struct Inner {
     /// The URL and visibility timeout of each queue, looked up (or created) once.
     pub(crate) resolved: Mutex<HashMap<String, Arc<OnceCell<Arc<QueueInfo>>>>>,
     /// What this process holds of each queue, by queue name.
-    pub(crate) state: Mutex<HashMap<String, QueueState>>,
+    pub(crate) state: Mutex<HashMap<String, HeldQueue>>,
     /// Notified when a poll buffered something or ended.
     pub(crate) changed: Notify,
 }
@@ -193,7 +231,7 @@ impl SqsDriver {
         &self.inner.queue
     }
 
-    /// The name of the queue holding undecodable messages: `<queue>-quarantine`.
+    /// The name of the dead-letter queue: `<queue>-quarantine`.
     pub fn quarantine_queue(&self) -> &str {
         &self.inner.quarantine
     }
@@ -235,6 +273,8 @@ impl Driver for SqsDriver {
     fn capabilities(&self) -> Capabilities {
         let mut capabilities = Capabilities::all().without_inspection();
         capabilities.fifo = false;
+        capabilities.stats = true;
+        capabilities.dead_letters = true;
         capabilities.max_payload = Some(self.inner.options.max_payload);
         capabilities
     }
@@ -398,6 +438,54 @@ impl Driver for SqsDriver {
                 "the claim expired before it was extended".to_owned(),
             ))
         }
+    }
+
+    /// SQS's approximate counts; see [`SqsDriver`] for what each figure is.
+    async fn stats(&self) -> Result<Vec<QueueStats>, Error> {
+        self.stats_now().await
+    }
+
+    /// Receives the whole dead-letter queue, hiding it from other readers for a moment; see
+    /// [`SqsDriver`].
+    async fn dead_letters(
+        &self,
+        priority: Priority,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>, Error> {
+        self.dead_letters_now(priority, limit).await
+    }
+
+    /// Sends the delivery's body, unchanged, to the dead-letter queue with `reason` in its
+    /// attributes, then deletes the delivery. A delivery whose claim ran out is left alone, as
+    /// [`ack`](Driver::ack) leaves it.
+    async fn dead_letter(&self, delivery: &Delivery, reason: &DeadReason) -> Result<(), Error> {
+        let receipt = delivery.receipt().downcast::<SqsReceipt>(NAME)?;
+        if !receipt.holds() {
+            tracing::warn!(
+                queue = %receipt.queue.name,
+                "Message #{} failed after its claim ran out; it may run again",
+                delivery.message().id()
+            );
+            return Ok(());
+        }
+        self.bury(
+            &receipt.queue,
+            &receipt.queue.name,
+            &receipt.body,
+            &receipt.handle,
+            reason,
+        )
+        .await
+    }
+
+    async fn replay(&self, priority: Priority, replay: &Replay) -> Result<u64, Error> {
+        self.replay_now(priority, replay).await
+    }
+
+    /// Purges [`QueueState::Waiting`] and [`QueueState::Dead`]; the others are
+    /// [`Error::Unsupported`]. Returns how many were deleted.
+    async fn purge(&self, priority: Priority, state: QueueState) -> Result<Option<u64>, Error> {
+        self.purge_now(priority, state).await.map(Some)
     }
 
     /// Waits for the polls still running (at most [`SqsOptions::wait_time`] and a little), then

@@ -1,11 +1,14 @@
 //! The Amazon SQS driver of Hermes, on `aws-sdk-sqs`: Hermes' behaviour (the queue created or
 //! found by name on first use, the body Hermes' JSON unchanged, long polling, deletion only
 //! after the handlers ran), plus delays of any length, priorities as one queue per priority,
-//! visibility extension for slow handlers and a dead-letter queue for undecodable bodies.
+//! visibility extension for slow handlers, dead letters (failed and undecodable messages) in
+//! one dead-letter queue, and SQS's approximate counts.
 //!
 //! You build the SQS client as for any AWS SDK program, usually with `aws-config`; point its
 //! endpoint elsewhere for an SQS-compatible server. This crate enables no HTTP client or TLS
 //! stack of its own: `aws-config` with its default features brings the SDK's HTTPS client.
+//! [`SqsDriver::from_url`] builds the client itself, from a URL such as
+//! `sqs://hermes?region=eu-west-1` and the AWS default credentials chain, with rustls.
 //!
 //! ```no_run
 //! # #[tokio::main]
@@ -47,14 +50,21 @@
 //! See [`SqsDriver`] for the guarantees and [`SqsOptions`] for the settings.
 
 mod config;
+mod dead;
 mod driver;
 mod error;
+mod inspect;
 mod naming;
 mod poll;
 mod queue;
 mod send;
+mod url;
 
 pub use config::{MAX_BATCH_SIZE, MAX_DELAY, MAX_WAIT_TIME, SqsOptions};
+pub use dead::{
+    AT_ATTRIBUTE, ERROR_ATTRIBUTE, HANDLER_ATTRIBUTE, KIND_ATTRIBUTE, MAX_ERROR_LEN,
+    QUEUE_ATTRIBUTE, RETRIES_ATTRIBUTE,
+};
 pub use driver::SqsDriver;
 pub use error::COMMAND_TIMEOUT;
 pub use naming::{

@@ -1,9 +1,9 @@
-//! SQS queue names: what SQS accepts, the names of the quarantine and the delay queue, and the
-//! message attribute naming where a delayed message goes.
+//! SQS queue names: what SQS accepts, the names of the dead-letter queue (the quarantine) and
+//! the delay queue, and the message attribute naming where a delayed message goes.
 
 use hermes_core::{Error, validate_queue_name};
 
-/// What a queue's quarantine (dead-letter queue) adds to its name.
+/// What the default queue's name gets for the dead-letter queue (the quarantine).
 pub const QUARANTINE_SUFFIX: &str = "-quarantine";
 
 /// What the queue of long delays adds to the default queue's name.
@@ -22,7 +22,8 @@ pub(crate) const TARGET_ATTRIBUTE: &str = "HermesTarget";
 /// The longest SQS queue name.
 pub const MAX_QUEUE_NAME_LEN: usize = 80;
 
-/// The queue holding the undecodable messages of the driver whose default queue is `queue`.
+/// The dead-letter queue of the driver whose default queue is `queue`: the messages whose
+/// handler failed for good and the undecodable ones, of all its priority queues.
 pub fn quarantine_queue(queue: &str) -> String {
     format!("{queue}{QUARANTINE_SUFFIX}")
 }

@@ -23,7 +23,7 @@ use crate::{MAX_BATCH_SIZE, NAME};
 const CLAIM_UNCERTAINTY: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Default)]
-pub(crate) struct QueueState {
+pub(crate) struct HeldQueue {
     /// Taken from SQS, not handed out yet.
     pub(crate) entries: VecDeque<Entry>,
     /// A `ReceiveMessage` on this queue is running.
@@ -43,6 +43,8 @@ pub(crate) enum Entry {
 #[derive(Debug)]
 pub(crate) struct Held {
     pub(crate) message: Message,
+    /// The body as SQS holds it, for a dead letter to keep unchanged.
+    pub(crate) body: String,
     pub(crate) queue: Arc<QueueInfo>,
     pub(crate) handle: String,
     pub(crate) leased_until: Instant,
@@ -57,6 +59,8 @@ pub(crate) struct Held {
 #[derive(Debug)]
 pub(crate) struct SqsReceipt {
     pub(crate) queue: Arc<QueueInfo>,
+    /// The body as SQS holds it.
+    pub(crate) body: String,
     pub(crate) handle: String,
     pub(crate) leased_until: std::sync::Mutex<Option<Instant>>,
 }
@@ -85,7 +89,7 @@ impl Drop for Polling {
 }
 
 impl SqsDriver {
-    pub(crate) fn state(&self) -> MutexGuard<'_, HashMap<String, QueueState>> {
+    pub(crate) fn state(&self) -> MutexGuard<'_, HashMap<String, HeldQueue>> {
         lock(&self.inner.state)
     }
 
@@ -133,7 +137,8 @@ impl SqsDriver {
             let decoded = match self.inner.serializer.deserialize(body.as_bytes()) {
                 Ok(decoded) => decoded,
                 Err(source) => {
-                    self.quarantine(&queue, &body, &handle).await?;
+                    self.quarantine(&queue, name, &body, &handle, &source)
+                        .await?;
                     let error = Error::Undecodable {
                         quarantine: format!("the SQS queue {}", self.inner.quarantine),
                         source,
@@ -153,6 +158,7 @@ impl SqsDriver {
                 name,
                 Entry::Message(Held {
                     message: decoded,
+                    body,
                     queue: queue.clone(),
                     handle,
                     leased_until,
@@ -253,6 +259,7 @@ impl SqsDriver {
             }
             let receipt = SqsReceipt {
                 queue: held.queue,
+                body: held.body,
                 handle: held.handle,
                 leased_until: std::sync::Mutex::new(
                     (!visibility.is_zero()).then(|| Instant::now() + left),
@@ -299,7 +306,7 @@ impl SqsDriver {
 }
 
 /// Takes every held message out of `state`; undecodable reports still held are logged.
-pub(crate) fn drain(state: &mut HashMap<String, QueueState>) -> Vec<Held> {
+pub(crate) fn drain(state: &mut HashMap<String, HeldQueue>) -> Vec<Held> {
     let mut held = Vec::new();
     for queue in state.values_mut() {
         for entry in queue.entries.drain(..) {
@@ -326,34 +333,46 @@ pub(crate) async fn give_back(client: &Client, held: Vec<Held>) -> Result<(), Er
     }
     let mut first_error = None;
     for (url, handles) in by_queue {
-        for chunk in handles.chunks(MAX_BATCH_SIZE as usize) {
-            let entries = chunk
-                .iter()
-                .enumerate()
-                .map(|(i, handle)| {
-                    ChangeMessageVisibilityBatchRequestEntry::builder()
-                        .id(i.to_string())
-                        .receipt_handle(handle)
-                        .visibility_timeout(0)
-                        .build()
-                        .map_err(|e| Error::driver(NAME, e.to_string(), false))
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            let request = client
-                .change_message_visibility_batch()
-                .queue_url(&url)
-                .set_entries(Some(entries))
-                .send();
-            let result =
-                match bounded("ChangeMessageVisibilityBatch", COMMAND_TIMEOUT, request).await {
-                    Ok(result) => result,
-                    Err(e) => {
-                        first_error.get_or_insert(e);
-                        continue;
-                    }
-                };
-            if let Err(e) = result {
+        if let Err(e) = make_visible(client, &url, &handles).await {
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// Makes the claimed messages of the queue at `url` with the receipt `handles` visible again
+/// at once, ten per request; goes on past a failed request and returns its error.
+pub(crate) async fn make_visible(
+    client: &Client,
+    url: &str,
+    handles: &[String],
+) -> Result<(), Error> {
+    let mut first_error = None;
+    for chunk in handles.chunks(MAX_BATCH_SIZE as usize) {
+        let entries = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, handle)| {
+                ChangeMessageVisibilityBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .receipt_handle(handle)
+                    .visibility_timeout(0)
+                    .build()
+                    .map_err(|e| Error::driver(NAME, e.to_string(), false))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let request = client
+            .change_message_visibility_batch()
+            .queue_url(url)
+            .set_entries(Some(entries))
+            .send();
+        match bounded("ChangeMessageVisibilityBatch", COMMAND_TIMEOUT, request).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
                 first_error.get_or_insert(sdk_error("ChangeMessageVisibilityBatch", e));
+            }
+            Err(e) => {
+                first_error.get_or_insert(e);
             }
         }
     }
@@ -428,7 +447,8 @@ impl SqsDriver {
                         self.delete(&delay, &handle).await?;
                     }
                     Err(source) => {
-                        self.quarantine(&delay, &body, &handle).await?;
+                        self.quarantine(&delay, &target, &body, &handle, &source)
+                            .await?;
                         tracing::error!("Skipping undecodable message - {source}");
                     }
                 }

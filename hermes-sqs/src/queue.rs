@@ -1,18 +1,22 @@
-//! Finding or creating the queues, and the SQS calls on one claimed message.
+//! Finding or creating the queues, their approximate counts, and the SQS calls on claimed
+//! messages.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_sdk_sqs::types::QueueAttributeName;
+use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, QueueAttributeName};
 use hermes_core::Error;
 
-use crate::NAME;
 use crate::driver::{SqsDriver, lock};
 use crate::error::{COMMAND_TIMEOUT, bounded, sdk_error};
+use crate::{MAX_BATCH_SIZE, NAME};
 
-/// How long the quarantine keeps messages: 14 days, SQS's longest retention.
-const QUARANTINE_RETENTION_SECONDS: &str = "1209600";
+/// SQS's longest message retention: 14 days.
+const MAX_RETENTION: Duration = Duration::from_secs(14 * 24 * 3600);
+
+/// SQS's shortest message retention.
+const MIN_RETENTION: Duration = Duration::from_secs(60);
 
 /// The visibility timeout of an SQS queue that does not say otherwise.
 const SQS_DEFAULT_VISIBILITY: Duration = Duration::from_secs(30);
@@ -49,6 +53,12 @@ impl SqsDriver {
         let quarantine = name == self.inner.quarantine;
         let found = client.get_queue_url().queue_name(name).send();
         let url = match bounded("GetQueueUrl", COMMAND_TIMEOUT, found).await? {
+            Ok(found) if quarantine => {
+                if let Some(url) = &found.queue_url {
+                    self.keep_retention(url).await;
+                }
+                found.queue_url
+            }
             Ok(found) => found.queue_url,
             Err(e)
                 if e.as_service_error()
@@ -104,7 +114,146 @@ impl SqsDriver {
         }))
     }
 
-    /// The quarantine keeps messages as long as SQS allows, encrypted as the queues are.
+    /// The quarantine's `MessageRetentionPeriod`: [`Retention::max_age`](hermes_core::Retention)
+    /// within what SQS allows (60 s to 14 days), in whole seconds.
+    pub(crate) fn store_retention_seconds(&self) -> u64 {
+        let age = self.inner.options.retention.max_age;
+        age.clamp(MIN_RETENTION, MAX_RETENTION).as_secs()
+    }
+
+    /// Sets the retention of the existing quarantine at `url` to the driver's when it differs;
+    /// a failure (no permission to change queue attributes, say) is logged and leaves the
+    /// queue's own.
+    async fn keep_retention(&self, url: &str) {
+        let wanted = self.store_retention_seconds().to_string();
+        let client = &self.inner.client;
+        let request = client
+            .get_queue_attributes()
+            .queue_url(url)
+            .attribute_names(QueueAttributeName::MessageRetentionPeriod)
+            .send();
+        let current = match bounded("GetQueueAttributes", COMMAND_TIMEOUT, request).await {
+            Ok(Ok(answer)) => answer
+                .attributes()
+                .and_then(|a| a.get(&QueueAttributeName::MessageRetentionPeriod))
+                .cloned(),
+            Ok(Err(e)) => {
+                tracing::warn!("{}", sdk_error("GetQueueAttributes", e));
+                return;
+            }
+            Err(e) => {
+                tracing::warn!("{e}");
+                return;
+            }
+        };
+        if current.as_deref() == Some(wanted.as_str()) {
+            return;
+        }
+        let request = client
+            .set_queue_attributes()
+            .queue_url(url)
+            .attributes(QueueAttributeName::MessageRetentionPeriod, &wanted)
+            .send();
+        match bounded("SetQueueAttributes", COMMAND_TIMEOUT, request).await {
+            Ok(Ok(_)) => tracing::info!(
+                quarantine = %self.inner.quarantine,
+                "Set the dead letters' retention to {wanted} s"
+            ),
+            Ok(Err(e)) => tracing::warn!(
+                "Keeping the dead letters' retention of the queue - {}",
+                sdk_error("SetQueueAttributes", e)
+            ),
+            Err(e) => tracing::warn!("Keeping the dead letters' retention of the queue - {e}"),
+        }
+    }
+
+    /// The URL of the queue called `name` when it exists, without creating it.
+    pub(crate) async fn existing(&self, name: &str) -> Result<Option<String>, Error> {
+        let cell = lock(&self.inner.resolved).get(name).cloned();
+        if let Some(info) = cell.as_ref().and_then(|cell| cell.get()) {
+            return Ok(Some(info.url.clone()));
+        }
+        let request = self.inner.client.get_queue_url().queue_name(name).send();
+        match bounded("GetQueueUrl", COMMAND_TIMEOUT, request).await? {
+            Ok(found) => Ok(found.queue_url),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_queue_does_not_exist()) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(sdk_error("GetQueueUrl", e)),
+        }
+    }
+
+    /// The approximate counts of the queue at `url`: visible, not visible (claimed), delayed.
+    pub(crate) async fn counts(&self, url: &str) -> Result<[u64; 3], Error> {
+        let names = [
+            QueueAttributeName::ApproximateNumberOfMessages,
+            QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
+            QueueAttributeName::ApproximateNumberOfMessagesDelayed,
+        ];
+        let request = self
+            .inner
+            .client
+            .get_queue_attributes()
+            .queue_url(url)
+            .set_attribute_names(Some(names.to_vec()))
+            .send();
+        let answer = bounded("GetQueueAttributes", COMMAND_TIMEOUT, request)
+            .await?
+            .map_err(|e| sdk_error("GetQueueAttributes", e))?;
+        let attributes = answer.attributes();
+        Ok(names.map(|name| {
+            attributes
+                .and_then(|a| a.get(&name))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        }))
+    }
+
+    /// Deletes the claimed messages of `queue` with the receipt `handles`, ten per request.
+    /// Entries SQS refuses (their receipt expired) are left: they are gone or claimed again.
+    pub(crate) async fn delete_all(
+        &self,
+        queue: &QueueInfo,
+        handles: &[String],
+    ) -> Result<(), Error> {
+        for chunk in handles.chunks(MAX_BATCH_SIZE as usize) {
+            let entries = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, handle)| {
+                    DeleteMessageBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .receipt_handle(handle)
+                        .build()
+                        .map_err(|e| Error::driver(NAME, e.to_string(), false))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let request = self
+                .inner
+                .client
+                .delete_message_batch()
+                .queue_url(&queue.url)
+                .set_entries(Some(entries))
+                .send();
+            let answer = bounded("DeleteMessageBatch", COMMAND_TIMEOUT, request)
+                .await?
+                .map_err(|e| sdk_error("DeleteMessageBatch", e))?;
+            if !answer.failed().is_empty() {
+                tracing::warn!(
+                    queue = %queue.name,
+                    "SQS did not delete {} messages whose receipts expired",
+                    answer.failed().len()
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The quarantine keeps messages as long as the retention says and SQS allows, encrypted
+    /// as the queues are.
     pub(crate) fn quarantine_attributes(&self) -> HashMap<QueueAttributeName, String> {
         let mut attributes: HashMap<_, _> = self
             .inner
@@ -123,7 +272,7 @@ impl SqsDriver {
             .collect();
         attributes.insert(
             QueueAttributeName::MessageRetentionPeriod,
-            QUARANTINE_RETENTION_SECONDS.to_owned(),
+            self.store_retention_seconds().to_string(),
         );
         attributes
     }
@@ -180,25 +329,5 @@ impl SqsDriver {
             }
             Err(e) => Err(sdk_error("ChangeMessageVisibility", e)),
         }
-    }
-
-    /// Moves an undecodable message to the quarantine: sent there first, then deleted here.
-    pub(crate) async fn quarantine(
-        &self,
-        from: &QueueInfo,
-        body: &str,
-        handle: &str,
-    ) -> Result<(), Error> {
-        let quarantine = self.resolve(&self.inner.quarantine).await?;
-        self.send_body(&quarantine, body.to_owned(), 0).await?;
-        self.delete(from, handle).await?;
-        tracing::warn!(
-            queue = %from.name,
-            quarantine = %quarantine.name,
-            "Moved an undecodable message from {} to {}",
-            from.name,
-            quarantine.name
-        );
-        Ok(())
     }
 }

@@ -238,6 +238,8 @@ impl Harness for SqsHarness {
         })
     }
 
+    /// Every message of the dead-letter queue `<queue>-quarantine`, where undecodable bodies
+    /// and failed messages of all the priority queues are kept.
     async fn quarantined(&self, queue: &str) -> Result<usize, Error> {
         Ok(count(&client().await, &quarantine_queue(queue)).await)
     }

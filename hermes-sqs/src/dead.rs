@@ -1,0 +1,391 @@
+//! The dead-letter queue `<queue>-quarantine`: how a dead letter is kept there (its body
+//! unchanged, its reason in message attributes), reading all of it, and the count cap.
+//!
+//! One dead-letter queue serves every priority queue of a driver: each letter names the queue
+//! it came from in [`QUEUE_ATTRIBUTE`]. PHP Hermes never reads it; the priority queues keep
+//! Hermes' plain JSON bodies.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use aws_sdk_sqs::types::{MessageAttributeValue, MessageSystemAttributeName};
+use hermes_core::{DEFAULT_PRIORITY, DeadKind, DeadReason, DecodeError, Error, Priority};
+
+use crate::driver::SqsDriver;
+use crate::error::{COMMAND_TIMEOUT, bounded, sdk_error};
+use crate::poll::make_visible;
+use crate::queue::QueueInfo;
+use crate::{MAX_BATCH_SIZE, NAME};
+
+/// The message attribute holding why a letter is dead: `failed`, `rejected` or `undecodable`.
+pub const KIND_ATTRIBUTE: &str = "HermesDeadKind";
+/// The message attribute holding the error text (at most [`MAX_ERROR_LEN`] bytes).
+pub const ERROR_ATTRIBUTE: &str = "HermesDeadError";
+/// The message attribute holding the name of the handler that failed, when there was one.
+pub const HANDLER_ATTRIBUTE: &str = "HermesDeadHandler";
+/// The message attribute holding when the letter died, as Unix seconds (a `Number`).
+pub const AT_ATTRIBUTE: &str = "HermesDeadAt";
+/// The message attribute holding how many times the message had been retried (a `Number`).
+pub const RETRIES_ATTRIBUTE: &str = "HermesDeadRetries";
+/// The message attribute naming the queue the letter came from.
+pub const QUEUE_ATTRIBUTE: &str = "HermesDeadQueue";
+
+/// The longest error text kept with a dead letter, in bytes; a longer one is cut (SQS counts
+/// attributes in a message's size).
+pub const MAX_ERROR_LEN: usize = 1024;
+
+/// The longest handler name kept with a dead letter, in bytes.
+const MAX_HANDLER_LEN: usize = 256;
+
+/// How long a reading of the dead-letter queue hides the letters it received from other
+/// readers, at most (they are made visible again as soon as it is done).
+pub(crate) const READING_VISIBILITY: Duration = Duration::from_secs(30);
+
+/// A dead letter as received from the dead-letter queue, hidden until released or deleted.
+#[derive(Debug)]
+pub(crate) struct StoredLetter {
+    /// SQS's id of the letter: the id of an undecodable one.
+    pub(crate) message_id: String,
+    pub(crate) handle: String,
+    pub(crate) body: String,
+    pub(crate) reason: DeadReason,
+    /// The queue it came from; `None` for a letter kept before the queue was recorded (those
+    /// belong to the default queue).
+    pub(crate) queue: Option<String>,
+}
+
+impl StoredLetter {
+    /// Whether the letter belongs to the queue called `name`, of `priority`.
+    pub(crate) fn belongs_to(&self, priority: Priority, name: &str) -> bool {
+        match &self.queue {
+            Some(queue) => queue == name,
+            None => priority == DEFAULT_PRIORITY,
+        }
+    }
+}
+
+/// The whole dead-letter queue as one reading received it: every letter hidden from other
+/// readers until [`release`](SqsDriver::release) or deletion.
+pub(crate) struct Reading {
+    pub(crate) store: std::sync::Arc<QueueInfo>,
+    pub(crate) letters: Vec<StoredLetter>,
+}
+
+/// `text` as SQS takes it in a string attribute: characters XML does not allow replaced, cut
+/// at `max` bytes on a character boundary.
+fn attribute_text(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max));
+    for c in text.chars() {
+        let c = if matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}')
+            || c >= '\u{10000}'
+        {
+            c
+        } else {
+            '\u{FFFD}'
+        };
+        if out.len() + c.len_utf8() > max {
+            break;
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn attribute(data_type: &str, value: String) -> Result<MessageAttributeValue, Error> {
+    MessageAttributeValue::builder()
+        .data_type(data_type)
+        .string_value(value)
+        .build()
+        .map_err(|e| Error::driver(NAME, e.to_string(), false))
+}
+
+/// The message attributes of a letter from the queue `queue` dead for `reason`. Empty texts
+/// are left out (SQS refuses empty attribute values).
+fn reason_attributes(
+    reason: &DeadReason,
+    queue: &str,
+) -> Result<HashMap<String, MessageAttributeValue>, Error> {
+    let mut attributes = HashMap::new();
+    attributes.insert(
+        KIND_ATTRIBUTE.to_owned(),
+        attribute("String", reason.kind.as_str().to_owned())?,
+    );
+    let error = attribute_text(&reason.error, MAX_ERROR_LEN);
+    if !error.is_empty() {
+        attributes.insert(ERROR_ATTRIBUTE.to_owned(), attribute("String", error)?);
+    }
+    if let Some(handler) = &reason.handler {
+        let handler = attribute_text(handler, MAX_HANDLER_LEN);
+        if !handler.is_empty() {
+            attributes.insert(HANDLER_ATTRIBUTE.to_owned(), attribute("String", handler)?);
+        }
+    }
+    let at = if reason.at.is_finite() {
+        reason.at
+    } else {
+        0.0
+    };
+    attributes.insert(
+        AT_ATTRIBUTE.to_owned(),
+        attribute("Number", format!("{at:.6}"))?,
+    );
+    attributes.insert(
+        RETRIES_ATTRIBUTE.to_owned(),
+        attribute("Number", reason.retries.to_string())?,
+    );
+    attributes.insert(
+        QUEUE_ATTRIBUTE.to_owned(),
+        attribute("String", queue.to_owned())?,
+    );
+    Ok(attributes)
+}
+
+/// The letter of a message received from the dead-letter queue. A message without the
+/// attributes (kept before they were written, or put there by another program) is an
+/// undecodable letter without a recorded reason, dated when SQS got it.
+fn stored_letter(message: aws_sdk_sqs::types::Message) -> Option<StoredLetter> {
+    let attributes = message.message_attributes.unwrap_or_default();
+    let text = |name: &str| {
+        attributes
+            .get(name)
+            .and_then(|v| v.string_value())
+            .map(str::to_owned)
+    };
+    let sent_at = message
+        .attributes
+        .as_ref()
+        .and_then(|a| a.get(&MessageSystemAttributeName::SentTimestamp))
+        .and_then(|ms| ms.parse::<f64>().ok())
+        .map_or(0.0, |ms| ms / 1000.0);
+    let reason = match text(KIND_ATTRIBUTE).as_deref() {
+        None => {
+            let mut reason = DeadReason::new(DeadKind::Undecodable, "no reason recorded");
+            reason.at = sent_at;
+            reason
+        }
+        Some(kind) => {
+            let kind = match kind {
+                "failed" => DeadKind::Failed,
+                "rejected" => DeadKind::Rejected,
+                _ => DeadKind::Undecodable,
+            };
+            let mut reason = DeadReason::new(kind, text(ERROR_ATTRIBUTE).unwrap_or_default());
+            reason.handler = text(HANDLER_ATTRIBUTE);
+            reason.at = text(AT_ATTRIBUTE)
+                .and_then(|at| at.parse().ok())
+                .unwrap_or(sent_at);
+            reason.retries = text(RETRIES_ATTRIBUTE)
+                .and_then(|r| r.parse().ok())
+                .unwrap_or(0);
+            reason
+        }
+    };
+    Some(StoredLetter {
+        message_id: message.message_id?,
+        handle: message.receipt_handle?,
+        body: message.body?,
+        reason,
+        queue: text(QUEUE_ATTRIBUTE),
+    })
+}
+
+impl SqsDriver {
+    /// Keeps the claimed message `body` of `from` (the queue called `origin`, which the letter
+    /// belongs to) as a dead letter for `reason`: sent to the dead-letter queue first, then
+    /// deleted from `from`; then the count cap is applied.
+    pub(crate) async fn bury(
+        &self,
+        from: &QueueInfo,
+        origin: &str,
+        body: &str,
+        handle: &str,
+        reason: &DeadReason,
+    ) -> Result<(), Error> {
+        let store = self.resolve(&self.inner.quarantine).await?;
+        let request = self
+            .inner
+            .client
+            .send_message()
+            .queue_url(&store.url)
+            .message_body(body)
+            .set_message_attributes(Some(reason_attributes(reason, origin)?))
+            .send();
+        bounded("SendMessage", COMMAND_TIMEOUT, request)
+            .await?
+            .map_err(|e| sdk_error("SendMessage", e))?;
+        self.delete(from, handle).await?;
+        if let Err(e) = self.cap_count(&store).await {
+            tracing::warn!("Applying the dead letters' count cap failed - {e}");
+        }
+        Ok(())
+    }
+
+    /// Moves an undecodable message of `from` (bound for the queue called `origin`) to the
+    /// dead-letter queue, with the decoder's reason (never the body).
+    pub(crate) async fn quarantine(
+        &self,
+        from: &QueueInfo,
+        origin: &str,
+        body: &str,
+        handle: &str,
+        source: &DecodeError,
+    ) -> Result<(), Error> {
+        let reason = DeadReason::new(DeadKind::Undecodable, source.to_string());
+        self.bury(from, origin, body, handle, &reason).await?;
+        tracing::warn!(
+            queue = %from.name,
+            quarantine = %self.inner.quarantine,
+            "Moved an undecodable message from {} to {}",
+            from.name,
+            self.inner.quarantine
+        );
+        Ok(())
+    }
+
+    /// One receive of up to ten letters of the dead-letter queue, hidden for
+    /// [`READING_VISIBILITY`], waiting up to `wait_seconds` for the first.
+    async fn receive_letters(
+        &self,
+        store: &QueueInfo,
+        max: i32,
+        wait_seconds: i32,
+    ) -> Result<Vec<StoredLetter>, Error> {
+        let request = self
+            .inner
+            .client
+            .receive_message()
+            .queue_url(&store.url)
+            .max_number_of_messages(max)
+            .wait_time_seconds(wait_seconds)
+            .visibility_timeout(READING_VISIBILITY.as_secs() as i32)
+            .message_attribute_names("All")
+            .message_system_attribute_names(MessageSystemAttributeName::SentTimestamp)
+            .send();
+        let limit = Duration::from_secs(wait_seconds.unsigned_abs().into()) + COMMAND_TIMEOUT;
+        let received = bounded("ReceiveMessage", limit, request)
+            .await?
+            .map_err(|e| sdk_error("ReceiveMessage", e))?;
+        Ok(received
+            .messages
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(stored_letter)
+            .collect())
+    }
+
+    /// Receives every letter of the dead-letter queue, each once (a letter received twice keeps
+    /// its latest receipt), oldest first; `None` when the queue does not exist. Goes on until a
+    /// receive (a long poll of 1 s) brings nothing new, for at most
+    /// `retention.max_count / 10 + 100` receives. The letters stay hidden from other readers
+    /// until released or deleted, for [`READING_VISIBILITY`] at most.
+    pub(crate) async fn read_store(&self) -> Result<Option<Reading>, Error> {
+        if self.existing(&self.inner.quarantine).await?.is_none() {
+            return Ok(None);
+        }
+        let store = self.resolve(&self.inner.quarantine).await?;
+        let mut letters: Vec<StoredLetter> = Vec::new();
+        let mut index: HashMap<String, usize> = HashMap::new();
+        let rounds = self.inner.options.retention.max_count / MAX_BATCH_SIZE as usize + 100;
+        for _ in 0..rounds {
+            let batch = match self.receive_letters(&store, MAX_BATCH_SIZE, 1).await {
+                Ok(batch) => batch,
+                Err(e) => {
+                    self.release(Reading { store, letters }).await;
+                    return Err(e);
+                }
+            };
+            let mut new = false;
+            for letter in batch {
+                match index.get(&letter.message_id) {
+                    Some(&at) => letters[at].handle = letter.handle,
+                    None => {
+                        index.insert(letter.message_id.clone(), letters.len());
+                        letters.push(letter);
+                        new = true;
+                    }
+                }
+            }
+            if !new {
+                break;
+            }
+        }
+        letters.sort_by(|a, b| {
+            a.reason
+                .at
+                .total_cmp(&b.reason.at)
+                .then_with(|| a.message_id.cmp(&b.message_id))
+        });
+        Ok(Some(Reading { store, letters }))
+    }
+
+    /// Makes the letters of `reading` visible again; a failure is logged (they come back by
+    /// themselves after [`READING_VISIBILITY`]).
+    pub(crate) async fn release(&self, reading: Reading) {
+        let handles: Vec<String> = reading.letters.into_iter().map(|l| l.handle).collect();
+        if let Err(e) = make_visible(&self.inner.client, &reading.store.url, &handles).await {
+            tracing::warn!("Making dead letters visible again failed - {e}");
+        }
+    }
+
+    /// Drops the oldest letters of what one receive sees while SQS's approximate count of the
+    /// dead-letter queue is over `retention.max_count`: at most ten receives, so a lowered cap
+    /// is reached over several calls.
+    async fn cap_count(&self, store: &QueueInfo) -> Result<(), Error> {
+        let max = self.inner.options.retention.max_count as u64;
+        let mut excess = self
+            .counts(&store.url)
+            .await?
+            .iter()
+            .sum::<u64>()
+            .saturating_sub(max);
+        for _ in 0..10 {
+            if excess == 0 {
+                return Ok(());
+            }
+            let mut batch = self.receive_letters(store, MAX_BATCH_SIZE, 0).await?;
+            if batch.is_empty() {
+                return Ok(());
+            }
+            batch.sort_by(|a, b| a.reason.at.total_cmp(&b.reason.at));
+            let dropped = (excess as usize).min(batch.len());
+            let kept = batch.split_off(dropped);
+            let handles: Vec<String> = batch.into_iter().map(|l| l.handle).collect();
+            self.delete_all(store, &handles).await?;
+            let kept: Vec<String> = kept.into_iter().map(|l| l.handle).collect();
+            make_visible(&self.inner.client, &store.url, &kept).await?;
+            tracing::info!(
+                quarantine = %store.name,
+                "Dropped the {dropped} oldest dead letters seen, over the cap of {max}"
+            );
+            excess -= dropped as u64;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attribute_texts_are_cut_and_cleaned() {
+        assert_eq!(attribute_text("disk full", 100), "disk full");
+        assert_eq!(attribute_text("a\u{0}b", 100), "a\u{FFFD}b");
+        assert_eq!(attribute_text("ééé", 5), "éé");
+        assert_eq!(attribute_text(&"x".repeat(2000), MAX_ERROR_LEN).len(), 1024);
+    }
+
+    #[test]
+    fn reasons_fit_in_attributes() {
+        let reason = DeadReason::new(DeadKind::Failed, "").with_handler("Archiver");
+        let attributes = reason_attributes(&reason, "jobs").unwrap();
+        assert!(!attributes.contains_key(ERROR_ATTRIBUTE), "empty left out");
+        assert_eq!(attributes.len(), 5);
+        assert!(attributes.len() <= 10, "SQS takes at most 10 attributes");
+        assert_eq!(
+            attributes[QUEUE_ATTRIBUTE].string_value(),
+            Some("jobs"),
+            "the queue it came from"
+        );
+    }
+}
