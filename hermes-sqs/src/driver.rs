@@ -86,9 +86,10 @@ const POLL_SLACK: Duration = Duration::from_millis(50);
 ///   oldest message is). A queue that does not exist yet counts 0 and is not created.
 /// - **Purge** ([`Driver::purge`]) of the waiting messages (received and deleted until none is
 ///   left; those delayed or in flight are not received, so they stay) and of the dead letters
-///   of one queue. Delayed and in-flight messages cannot be purged alone: SQS cannot receive
-///   them, and `PurgeQueue` empties a whole queue. So the driver does not declare
-///   [`Capabilities::purge`], nor [`Capabilities::peek`] or [`Capabilities::delete`].
+///   of one queue: it declares [`Capabilities::purge`]. Delayed and in-flight messages cannot
+///   be purged alone (SQS cannot receive them, and `PurgeQueue` empties a whole queue): those
+///   purges are [`Error::Unsupported`]. It declares neither [`Capabilities::peek`] nor
+///   [`Capabilities::delete`].
 /// - **Batched sends**: [`Driver::send_batch`] sends up to 10 messages per `SendMessageBatch`
 ///   request (and at most [`SqsOptions::max_payload`] bytes of bodies), each with its own
 ///   `DelaySeconds` as `send` would give it.
@@ -274,6 +275,7 @@ impl Driver for SqsDriver {
         let mut capabilities = Capabilities::all().without_inspection();
         capabilities.fifo = false;
         capabilities.stats = true;
+        capabilities.purge = true;
         capabilities.dead_letters = true;
         capabilities.max_payload = Some(self.inner.options.max_payload);
         capabilities
