@@ -1,20 +1,33 @@
 //! The command line.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use clap::{Parser, Subcommand};
 use hermes_core::{Priority, QueueState};
 
 /// Look at and repair Hermes queues.
+///
+/// The queue is a URL: file:///var/hermes?queue=exports, redis://127.0.0.1:6379/0?key=hermes
+/// (&client=fred; redis+cluster://host:port?hash_tag=T for a cluster),
+/// amqp://guest:guest@127.0.0.1:5672/%2f?queue=hermes, or
+/// sqs://hermes?endpoint=http://127.0.0.1:4566&region=us-east-1.
 #[derive(Debug, Parser)]
 #[command(name = "hermes", version)]
 pub(crate) struct Args {
-    /// The queue, as a URL: file:///var/hermes?queue=exports.
+    /// The queue, as a URL; overrides the configuration file's.
     #[arg(long, env = "HERMES_URL", hide_env_values = true)]
-    pub(crate) url: String,
-    /// A priority queue to know of besides the default one, as NAME=PRIORITY (repeatable).
+    pub(crate) url: Option<String>,
+    /// A configuration file (TOML) with the url and the priority queues, as emitters and
+    /// workers load it with hermes_core::QueueConfig.
+    #[arg(long, env = "HERMES_CONFIG", value_name = "FILE")]
+    pub(crate) config: Option<std::path::PathBuf>,
+    /// A priority queue to know of besides the default one, as NAME=PRIORITY (repeatable;
+    /// added to the configuration file's).
     #[arg(long = "priority", value_name = "NAME=N", value_parser = priority_queue)]
     pub(crate) priorities: Vec<(String, Priority)>,
+    /// How long to wait for the queue's backend to answer before giving up.
+    #[arg(long, default_value = "10s", value_parser = duration, env = "HERMES_TIMEOUT")]
+    pub(crate) timeout: Duration,
     #[command(subcommand)]
     pub(crate) command: Command,
 }
@@ -27,6 +40,9 @@ pub(crate) enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Print them again every SECS seconds, until interrupted.
+        #[arg(long, value_name = "SECS", value_parser = duration)]
+        watch: Option<Duration>,
     },
     /// Queue messages of TYPE.
     Emit {
@@ -42,8 +58,11 @@ pub(crate) enum Command {
         #[arg(long, default_value_t = hermes_core::DEFAULT_PRIORITY)]
         priority: Priority,
         /// Due after this long: 90s, 5m, 2h, 1500ms.
-        #[arg(long, value_parser = duration)]
+        #[arg(long, value_parser = duration, conflicts_with = "at")]
         delay: Option<Duration>,
+        /// Due at this time, in RFC 3339: 2026-12-24T18:00:00+01:00.
+        #[arg(long, value_parser = rfc3339)]
+        at: Option<SystemTime>,
         /// How many copies to send, each with its own id.
         #[arg(long, default_value_t = 1)]
         count: u32,
@@ -83,6 +102,34 @@ pub(crate) enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// Ask the queue's workers to stop after their current message, as Hermes' shutdown does:
+    /// through the RedisShutdown key on Redis, through a SharedFileShutdown file otherwise.
+    Shutdown {
+        /// When, in RFC 3339 (default: now); workers stop once it has passed.
+        #[arg(long, value_parser = rfc3339)]
+        at: Option<SystemTime>,
+        /// The file the workers watch (default for file:// URLs: <directory>/shutdown; needed
+        /// for RabbitMQ and SQS, which have no shared key).
+        #[arg(long, value_name = "PATH")]
+        file: Option<std::path::PathBuf>,
+        /// The Redis key the workers watch.
+        #[arg(long, default_value = "hermes_shutdown")]
+        key: String,
+    },
+}
+
+impl Command {
+    /// The command's name, for messages.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Command::Stats { .. } => "stats",
+            Command::Emit { .. } => "emit",
+            Command::Peek { .. } => "peek",
+            Command::Dead { .. } => "dead",
+            Command::Purge { .. } => "purge",
+            Command::Shutdown { .. } => "shutdown",
+        }
+    }
 }
 
 /// What to do with dead letters.
@@ -158,6 +205,24 @@ pub(crate) fn duration(text: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(seconds).map_err(|_| format!("{text:?} is out of range"))
 }
 
+/// An RFC 3339 time: `2026-12-24T18:00:00Z`, `2026-12-24T18:00:00+01:00`.
+pub(crate) fn rfc3339(text: &str) -> Result<SystemTime, String> {
+    let time = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+        .map_err(|_| {
+            format!("{text:?} is not an RFC 3339 time such as 2026-12-24T18:00:00+01:00")
+        })?;
+    Ok(time.into())
+}
+
+/// `time` in RFC 3339, in UTC, to the second.
+pub(crate) fn format_rfc3339(time: SystemTime) -> String {
+    let time = time::OffsetDateTime::from(time)
+        .replace_nanosecond(0)
+        .unwrap_or_else(|_| time::OffsetDateTime::from(time));
+    time.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| "an unprintable time".to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,5 +237,9 @@ mod tests {
         assert!(duration("3 weeks").is_err());
         assert_eq!(priority_queue("high=200"), Ok(("high".to_owned(), 200)));
         assert!(priority_queue("high").is_err());
+        let christmas = rfc3339("2026-12-24T18:00:00+01:00").unwrap();
+        assert_eq!(hermes_core::time::to_unix(christmas), 1_798_131_600.0);
+        assert!(rfc3339("tomorrow").is_err());
+        assert_eq!(format_rfc3339(christmas), "2026-12-24T17:00:00Z");
     }
 }

@@ -1,7 +1,7 @@
 //! `hermes emit`: queue messages from the command line.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use hermes_core::{Emitter, Message, Priority};
 
@@ -14,6 +14,7 @@ pub(crate) struct EmitArgs<'a> {
     pub(crate) payload_file: Option<&'a Path>,
     pub(crate) priority: Priority,
     pub(crate) delay: Option<Duration>,
+    pub(crate) at: Option<SystemTime>,
     pub(crate) count: u32,
 }
 
@@ -40,6 +41,9 @@ pub(crate) async fn emit(emitter: &Emitter, args: EmitArgs<'_>) -> Result<(), Fa
         }
         if let Some(delay) = args.delay.filter(|d| !d.is_zero()) {
             builder = builder.delay(delay);
+        }
+        if let Some(at) = args.at {
+            builder = builder.execute_at_time(at);
         }
         let message = builder.build().map_err(|e| Failure::usage(e.to_string()))?;
         emitter.emit(&message, args.priority).await?;

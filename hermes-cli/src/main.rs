@@ -2,20 +2,23 @@
 //!
 //! ```text
 //! hermes --url file:///var/hermes?queue=exports stats
-//! hermes --url file:///var/hermes?queue=exports emit report.export --payload '{"report":"sales"}'
-//! hermes --url file:///var/hermes?queue=exports dead ls
-//! hermes --url file:///var/hermes?queue=exports dead replay --all
+//! hermes --url redis://127.0.0.1:6379/0?key=hermes emit report.export --payload '{"report":"sales"}'
+//! hermes --url amqp://guest:guest@127.0.0.1:5672/%2f?queue=hermes dead ls
+//! hermes --config hermes.toml dead replay --all
+//! hermes --url redis://127.0.0.1:6379 shutdown
 //! ```
 //!
-//! The queue is named by a URL (`--url` or `HERMES_URL`) that the driver's crate reads. Exit
-//! status: 0 when it worked, 1 when the operation failed, 2 for a usage error. An error is one
-//! line on standard error.
+//! The queue is named by a URL (`--url`, `HERMES_URL`, or the `url` of a `--config` file) that
+//! the driver's crate reads. Exit status: 0 when it worked, 1 when the operation failed, 2 for
+//! a usage error. An error is one line on standard error, without the URL. A backend that does
+//! not answer within `--timeout` (10 s) fails the command.
 
 mod args;
 mod connect;
 mod dead;
 mod emit;
 mod peek;
+mod shutdown;
 mod stats;
 mod table;
 
@@ -56,6 +59,7 @@ impl From<hermes_core::Error> for Failure {
         let usage = matches!(
             error,
             hermes_core::Error::Config { .. }
+                | hermes_core::Error::ConfigFile { .. }
                 | hermes_core::Error::InvalidQueueName { .. }
                 | hermes_core::Error::UnknownPriority(_)
         );
@@ -94,38 +98,82 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: &Args) -> Result<(), Failure> {
-    let driver = connect::connect(&args.url, &args.priorities)?;
-    match &args.command {
-        Command::Stats { json } => stats::stats(&*driver, *json).await,
-        Command::Emit {
-            message_type,
-            payload,
-            payload_file,
-            priority,
-            delay,
-            count,
-        } => {
-            let emit_args = emit::EmitArgs {
-                message_type,
-                payload: payload.as_deref(),
-                payload_file: payload_file.as_deref(),
-                priority: *priority,
-                delay: *delay,
-                count: *count,
-            };
-            emit::emit(&Emitter::from_arc(driver.clone()), emit_args).await
+    let config = match &args.config {
+        Some(path) => hermes_core::QueueConfig::load(path)?,
+        None => hermes_core::QueueConfig::default(),
+    };
+    let url = args
+        .url
+        .as_deref()
+        .or(config.url.as_deref())
+        .ok_or_else(|| {
+            Failure::usage("no queue: give --url (or HERMES_URL), or a --config file with a url")
+        })?;
+    let mut priorities = config.priorities.clone();
+    priorities.extend(args.priorities.iter().cloned());
+    let scheme = connect::scheme(url);
+    let answered = |what: &str| {
+        let what = what.to_owned();
+        let timeout = args.timeout;
+        move |_| {
+            Failure::failed(format!(
+                "{what}: no answer from the {scheme}:// backend within {}",
+                table::seconds(timeout)
+            ))
         }
-        Command::Peek {
-            state,
-            priority,
-            limit,
-            json,
-        } => peek::peek(&*driver, *priority, *state, *limit, *json).await,
-        Command::Dead { command, priority } => dead::dead(&*driver, *priority, command).await,
-        Command::Purge {
-            state,
-            priority,
-            yes,
-        } => peek::purge(&*driver, *priority, *state, *yes).await,
+    };
+    let queue = tokio::time::timeout(args.timeout, connect::connect(url, &priorities))
+        .await
+        .map_err(answered("connecting"))??;
+    let driver = queue.driver.clone();
+    if let Command::Stats {
+        json,
+        watch: Some(every),
+    } = &args.command
+    {
+        return stats::watch(&*driver, *json, *every, args.timeout).await;
     }
+    let done = async {
+        match &args.command {
+            Command::Stats { json, watch: _ } => stats::stats(&*driver, *json).await,
+            Command::Emit {
+                message_type,
+                payload,
+                payload_file,
+                priority,
+                delay,
+                at,
+                count,
+            } => {
+                let emit_args = emit::EmitArgs {
+                    message_type,
+                    payload: payload.as_deref(),
+                    payload_file: payload_file.as_deref(),
+                    priority: *priority,
+                    delay: *delay,
+                    at: *at,
+                    count: *count,
+                };
+                emit::emit(&Emitter::from_arc(driver.clone()), emit_args).await
+            }
+            Command::Peek {
+                state,
+                priority,
+                limit,
+                json,
+            } => peek::peek(&*driver, *priority, *state, *limit, *json).await,
+            Command::Dead { command, priority } => dead::dead(&*driver, *priority, command).await,
+            Command::Purge {
+                state,
+                priority,
+                yes,
+            } => peek::purge(&*driver, *priority, *state, *yes).await,
+            Command::Shutdown { at, file, key } => {
+                shutdown::shutdown(&queue.backend, *at, file.as_deref(), key).await
+            }
+        }
+    };
+    tokio::time::timeout(args.timeout, done)
+        .await
+        .map_err(answered(args.command.name()))?
 }

@@ -15,6 +15,50 @@ pub(crate) async fn stats(driver: &dyn Driver, json: bool) -> Result<(), Failure
         println!("{}", json!({ "driver": driver.name(), "queues": queues }));
         return Ok(());
     }
+    print_table(&stats);
+    Ok(())
+}
+
+/// Prints the figures every `every` until interrupted (Ctrl-C or SIGTERM, exit status 0): a
+/// table under the time, or one JSON object per line. A refresh that takes longer than
+/// `timeout` fails the command.
+pub(crate) async fn watch(
+    driver: &dyn Driver,
+    json: bool,
+    every: Duration,
+    timeout: Duration,
+) -> Result<(), Failure> {
+    let stop = hermes_core::SignalShutdown::install()?;
+    let stopped = hermes_core::Shutdown::token(&stop).unwrap_or_default();
+    loop {
+        let stats = tokio::time::timeout(timeout, driver.stats())
+            .await
+            .map_err(|_| {
+                Failure::failed(format!(
+                    "stats: no answer within {}",
+                    crate::table::seconds(timeout)
+                ))
+            })??;
+        let now = crate::args::format_rfc3339(std::time::SystemTime::now());
+        if json {
+            let queues: Vec<Value> = stats.iter().map(to_json).collect();
+            println!(
+                "{}",
+                json!({ "driver": driver.name(), "at": now, "queues": queues })
+            );
+        } else {
+            println!("{now}");
+            print_table(&stats);
+            println!();
+        }
+        tokio::select! {
+            () = stopped.cancelled() => return Ok(()),
+            () = tokio::time::sleep(every) => {}
+        }
+    }
+}
+
+fn print_table(stats: &[QueueStats]) {
     let mut rows = vec![[
         "queue".to_owned(),
         "priority".to_owned(),
@@ -24,7 +68,7 @@ pub(crate) async fn stats(driver: &dyn Driver, json: bool) -> Result<(), Failure
         "dead".to_owned(),
         "latency".to_owned(),
     ]];
-    for queue in &stats {
+    for queue in stats {
         rows.push([
             queue.name.clone(),
             queue.priority.to_string(),
@@ -36,7 +80,6 @@ pub(crate) async fn stats(driver: &dyn Driver, json: bool) -> Result<(), Failure
         ]);
     }
     print!("{}", crate::table::render(&rows));
-    Ok(())
 }
 
 fn latency(figure: Figure<Duration>) -> String {

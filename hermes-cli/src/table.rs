@@ -20,3 +20,12 @@ pub(crate) fn render<const N: usize>(rows: &[[String; N]]) -> String {
     }
     out
 }
+
+/// A duration as people write it: `10s`, `1.5s`, `250ms`.
+pub(crate) fn seconds(duration: std::time::Duration) -> String {
+    if duration < std::time::Duration::from_secs(1) {
+        format!("{}ms", duration.as_millis())
+    } else {
+        format!("{}s", (duration.as_secs_f64() * 10.0).round() / 10.0)
+    }
+}

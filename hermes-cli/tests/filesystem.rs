@@ -208,7 +208,7 @@ fn bad_input_is_one_line_and_a_usage_error() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
     let out = Command::new(env!("CARGO_BIN_EXE_hermes"))
-        .args(["--url", "amqp://guest:secret@127.0.0.1/?queue=q", "stats"])
+        .args(["--url", "nats://guest:secret@127.0.0.1/?queue=q", "stats"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -219,4 +219,64 @@ fn bad_input_is_one_line_and_a_usage_error() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "clap's usage errors");
+}
+
+/// A configuration file gives the URL and the priority queues; `--url` and `--priority` add to
+/// it or override it.
+#[tokio::test]
+async fn a_configuration_file_names_the_queue_and_its_priorities() {
+    let queue = Queue::new("config");
+    std::fs::create_dir_all(&queue.dir).unwrap();
+    let config = queue.dir.join("hermes.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "url = \"{}\"\n\n[priorities]\njobs_high = 200\n",
+            queue.url()
+        ),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_hermes"))
+            .env_remove("HERMES_URL")
+            .arg("--config")
+            .arg(&config)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    ok(&run(&["emit", "urgent", "--priority", "200"]));
+    let stats = json(&run(&["stats", "--json"]));
+    let names: Vec<&str> = stats["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["jobs_high", "jobs"]);
+    assert_eq!(stats["queues"][0]["waiting"], 1);
+    let driver = queue.driver();
+    hermes_core::QueueConfig::load(&config)
+        .unwrap()
+        .setup(&driver)
+        .unwrap();
+    let got = driver
+        .receive(&[200], Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        got.message().message_type(),
+        "urgent",
+        "the worker loads the same file"
+    );
+
+    std::fs::write(&config, "url = \"file:///x\npriorities = 1\n").unwrap();
+    let out = run(&["stats"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("hermes.toml") && err.contains("line 1"),
+        "{err}"
+    );
 }

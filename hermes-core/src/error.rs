@@ -77,6 +77,16 @@ pub enum Error {
         message: String,
     },
 
+    /// A configuration file ([`QueueConfig`](crate::QueueConfig)) could not be read or is
+    /// wrong.
+    #[error("configuration file {path}: {message}")]
+    ConfigFile {
+        /// The file.
+        path: String,
+        /// What is wrong, naming the line.
+        message: String,
+    },
+
     /// The connection to the broker failed or was lost. Always temporary.
     #[error("{driver} driver lost its connection: {source}")]
     Connection {

@@ -374,10 +374,9 @@ impl RedisSetDriver {
     /// Up to `limit` dead letters of the queue of `priority` (0: all), oldest first.
     async fn stored(&self, priority: Priority, limit: usize) -> Result<Vec<Stored>, Error> {
         let (ids_key, letters_key) = Keys::dead(&self.inner.sets.get(priority)?);
-        let stop = if limit == 0 {
-            "-1".to_owned()
-        } else {
-            (limit - 1).to_string()
+        let stop = match i64::try_from(limit) {
+            Ok(limit) if limit > 0 => (limit - 1).to_string(),
+            _ => "-1".to_owned(),
         };
         let ids: Vec<Vec<u8>> = items(
             self.inner

@@ -1,0 +1,53 @@
+//! `hermes shutdown`: the signal the queue's workers watch.
+
+use std::path::Path;
+use std::time::SystemTime;
+
+use hermes_core::{SharedFileShutdown, Shutdown};
+use hermes_redis::RedisShutdown;
+
+use crate::Failure;
+use crate::connect::Backend;
+
+/// Sets the shutdown signal for `at` (now when `None`): the Redis key `key`, or the file
+/// `file` (for the filesystem driver by default `<directory>/shutdown`).
+pub(crate) async fn shutdown(
+    backend: &Backend,
+    at: Option<SystemTime>,
+    file: Option<&Path>,
+    key: &str,
+) -> Result<(), Failure> {
+    let signal: Box<dyn Shutdown> = match (file, backend) {
+        (Some(file), _) => Box::new(SharedFileShutdown::new(file)),
+        (None, Backend::Directory(directory)) => {
+            Box::new(SharedFileShutdown::new(directory.join("shutdown")))
+        }
+        (None, Backend::Redis(client)) => Box::new(RedisShutdown::new(client.clone(), key)),
+        (None, Backend::Broker) => {
+            return Err(Failure::usage(
+                "this broker has no shared key for the signal: give --file PATH, the \
+                 SharedFileShutdown file the workers watch",
+            ));
+        }
+    };
+    signal.shutdown(at).await?;
+    let when = at.map_or_else(
+        || "now".to_owned(),
+        |at| format!("at {}", crate::args::format_rfc3339(at)),
+    );
+    println!(
+        "shutdown signalled ({}), {when}",
+        describe(file, backend, key)
+    );
+    Ok(())
+}
+
+fn describe(file: Option<&Path>, backend: &Backend, key: &str) -> String {
+    match (file, backend) {
+        (Some(file), _) => format!("file {}", file.display()),
+        (None, Backend::Directory(directory)) => {
+            format!("file {}", directory.join("shutdown").display())
+        }
+        _ => format!("Redis key {key}"),
+    }
+}
