@@ -108,7 +108,7 @@ pub(crate) enum Command {
         /// When, in RFC 3339 (default: now); workers stop once it has passed.
         #[arg(long, value_parser = rfc3339)]
         at: Option<SystemTime>,
-        /// The file the workers watch (default for file:// URLs: <directory>/shutdown; needed
+        /// The file the workers watch (default for file:// URLs: DIRECTORY/shutdown; needed
         /// for RabbitMQ and SQS, which have no shared key).
         #[arg(long, value_name = "PATH")]
         file: Option<std::path::PathBuf>,
