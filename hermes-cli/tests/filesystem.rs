@@ -1,10 +1,12 @@
 //! The `hermes` command on the filesystem driver: each command's output, and its effect seen
 //! through the driver.
 
+mod common;
+
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use hermes_core::{DEFAULT_PRIORITY, DeadKind, DeadReason, Driver, Message, QueueState};
+use hermes_core::{DEFAULT_PRIORITY, Driver, Message, QueueState};
 use hermes_fs::FileSystemDriver;
 
 struct Queue {
@@ -52,19 +54,7 @@ fn rand_u32() -> u32 {
     nanos ^ std::process::id().rotate_left(16)
 }
 
-fn ok(output: &Output) -> String {
-    assert!(
-        output.status.success(),
-        "exit {:?}: {}",
-        output.status.code(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout.clone()).unwrap()
-}
-
-fn json(output: &Output) -> serde_json::Value {
-    serde_json::from_str(&ok(output)).unwrap()
-}
+use common::{json, ok};
 
 #[tokio::test]
 async fn emit_then_stats_as_table_and_json() {
@@ -142,52 +132,13 @@ async fn peek_lists_without_taking_and_purge_needs_yes() {
 #[tokio::test]
 async fn dead_letters_are_listed_shown_replayed_and_purged() {
     let queue = Queue::new("dead");
-    let driver = queue.driver();
-    for id in ["d-1", "d-2"] {
-        let message = Message::builder("charge")
-            .id(id)
-            .payload(&serde_json::json!({"cents": 5}))
-            .retries(3)
-            .build()
-            .unwrap();
-        driver.send(&message, DEFAULT_PRIORITY).await.unwrap();
-        let delivery = driver.receive(&[], Duration::ZERO).await.unwrap().unwrap();
-        let reason = DeadReason::new(DeadKind::Failed, "card declined")
-            .with_handler("Billing")
-            .with_retries(3);
-        driver.dead_letter(&delivery, &reason).await.unwrap();
-    }
-
-    let table = ok(&queue.hermes(&["dead", "ls"]));
-    assert!(
-        table.contains("d-1") && table.contains("card declined"),
-        "{table}"
-    );
-    let listed = json(&queue.hermes(&["dead", "ls", "--json"]));
-    assert_eq!(listed.as_array().unwrap().len(), 2);
-    assert_eq!(listed[0]["handler"], "Billing");
-    let shown = json(&queue.hermes(&["dead", "show", "d-2"]));
-    assert_eq!(shown["message"]["payload"]["cents"], 5);
-    assert_eq!(
-        queue.hermes(&["dead", "show", "nope"]).status.code(),
-        Some(1)
-    );
-    assert_eq!(queue.hermes(&["dead", "replay"]).status.code(), Some(2));
-
-    assert!(ok(&queue.hermes(&["dead", "replay", "d-1"])).contains("replayed 1"));
-    let back = driver.receive(&[], Duration::ZERO).await.unwrap().unwrap();
-    assert_eq!((back.message().id(), back.message().retries()), ("d-1", 0));
-    driver.ack(&back).await.unwrap();
-
-    assert_eq!(queue.hermes(&["dead", "purge"]).status.code(), Some(2));
-    ok(&queue.hermes(&["dead", "purge", "--yes"]));
-    assert!(
-        driver
-            .dead_letters(DEFAULT_PRIORITY, 10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    let target = common::Target {
+        url: queue.url(),
+        env: Vec::new(),
+        driver: std::sync::Arc::new(queue.driver()),
+    };
+    common::dead_letters_round_trip(&target, "d-1").await;
+    assert_eq!(target.hermes(&["dead", "replay"]).status.code(), Some(2));
 }
 
 #[test]
