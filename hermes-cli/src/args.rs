@@ -25,7 +25,7 @@ pub(crate) struct Args {
     /// added to the configuration file's).
     #[arg(long = "priority", value_name = "NAME=N", value_parser = priority_queue)]
     pub(crate) priorities: Vec<(String, Priority)>,
-    /// How long to wait for the queue's backend to answer before giving up.
+    /// How long a command may take before it fails (for emit, each message).
     #[arg(long, default_value = "10s", value_parser = duration, env = "HERMES_TIMEOUT")]
     pub(crate) timeout: Duration,
     #[command(subcommand)]

@@ -16,6 +16,8 @@ pub(crate) struct EmitArgs<'a> {
     pub(crate) delay: Option<Duration>,
     pub(crate) at: Option<SystemTime>,
     pub(crate) count: u32,
+    /// The longest one send may take.
+    pub(crate) timeout: Duration,
 }
 
 /// Sends `count` messages and prints each id.
@@ -46,7 +48,14 @@ pub(crate) async fn emit(emitter: &Emitter, args: EmitArgs<'_>) -> Result<(), Fa
             builder = builder.execute_at_time(at);
         }
         let message = builder.build().map_err(|e| Failure::usage(e.to_string()))?;
-        emitter.emit(&message, args.priority).await?;
+        tokio::time::timeout(args.timeout, emitter.emit(&message, args.priority))
+            .await
+            .map_err(|_| {
+                Failure::failed(format!(
+                    "emit: no answer within {} (--timeout); the ids printed were queued",
+                    crate::table::seconds(args.timeout)
+                ))
+            })??;
         println!("{}", message.id());
     }
     Ok(())

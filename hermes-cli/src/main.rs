@@ -10,8 +10,8 @@
 //!
 //! The queue is named by a URL (`--url`, `HERMES_URL`, or the `url` of a `--config` file) that
 //! the driver's crate reads. Exit status: 0 when it worked, 1 when the operation failed, 2 for
-//! a usage error. An error is one line on standard error, without the URL. A backend that does
-//! not answer within `--timeout` (10 s) fails the command.
+//! a usage error. An error is one line on standard error, without the URL. A command that does
+//! not finish within `--timeout` (10 s; for `emit`, each message) fails.
 
 mod args;
 mod connect;
@@ -133,29 +133,15 @@ async fn run(args: &Args) -> Result<(), Failure> {
     {
         return stats::watch(&*driver, *json, *every, args.timeout).await;
     }
+    if let Command::Emit { .. } = &args.command {
+        // Each message gets the whole bound: a long --count is not cut short, and the ids
+        // printed are those queued.
+        return emit_each(args, &driver).await;
+    }
     let done = async {
         match &args.command {
             Command::Stats { json, watch: _ } => stats::stats(&*driver, *json).await,
-            Command::Emit {
-                message_type,
-                payload,
-                payload_file,
-                priority,
-                delay,
-                at,
-                count,
-            } => {
-                let emit_args = emit::EmitArgs {
-                    message_type,
-                    payload: payload.as_deref(),
-                    payload_file: payload_file.as_deref(),
-                    priority: *priority,
-                    delay: *delay,
-                    at: *at,
-                    count: *count,
-                };
-                emit::emit(&Emitter::from_arc(driver.clone()), emit_args).await
-            }
+            Command::Emit { .. } => Ok(()),
             Command::Peek {
                 state,
                 priority,
@@ -176,4 +162,34 @@ async fn run(args: &Args) -> Result<(), Failure> {
     tokio::time::timeout(args.timeout, done)
         .await
         .map_err(answered(args.command.name()))?
+}
+
+/// `hermes emit`, each send bounded by `--timeout`.
+async fn emit_each(
+    args: &Args,
+    driver: &std::sync::Arc<dyn hermes_core::Driver>,
+) -> Result<(), Failure> {
+    let Command::Emit {
+        message_type,
+        payload,
+        payload_file,
+        priority,
+        delay,
+        at,
+        count,
+    } = &args.command
+    else {
+        return Ok(());
+    };
+    let emit_args = emit::EmitArgs {
+        message_type,
+        payload: payload.as_deref(),
+        payload_file: payload_file.as_deref(),
+        priority: *priority,
+        delay: *delay,
+        at: *at,
+        count: *count,
+        timeout: args.timeout,
+    };
+    emit::emit(&Emitter::from_arc(driver.clone()), emit_args).await
 }

@@ -177,6 +177,11 @@ pub trait Driver: fmt::Debug + Send + Sync + 'static {
     /// # Errors
     /// [`Error::Unsupported`] without [`Capabilities::dead_letters`]; connection errors (the
     /// delivery then stays claimed, to be delivered again).
+    ///
+    /// # Cancellation safety
+    /// Dropping the future never loses the message: it is kept as a dead letter, or still
+    /// claimed (and delivered again), or both (on brokers where keeping and acknowledging are
+    /// two requests), in which case it is handled again and may die twice.
     async fn dead_letter(&self, delivery: &Delivery, reason: &DeadReason) -> Result<(), Error> {
         let _ = (delivery, reason);
         Err(self.unsupported("dead letters"))
@@ -188,13 +193,21 @@ pub trait Driver: fmt::Debug + Send + Sync + 'static {
     ///
     /// # Errors
     /// [`Error::Unsupported`] without [`Capabilities::dead_letters`]; [`Error::UnknownPriority`].
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may have replayed some of the selected letters and not others;
+    /// none is lost. On brokers where putting back and removing from the store are two
+    /// requests, one letter may be both replayed and still dead; replaying again then queues it
+    /// twice.
     async fn replay(&self, priority: Priority, replay: &Replay) -> Result<u64, Error> {
         let _ = (priority, replay);
         Err(self.unsupported("replay"))
     }
 
     /// Removes every message of the queue of `priority` in `state`, and only those; returns
-    /// how many, when the backend can tell.
+    /// how many, when the backend can tell. Purging messages in flight removes what the
+    /// backend keeps of their claims: handlers already running them still finish, but a crash
+    /// no longer brings them back.
     ///
     /// # Errors
     /// [`Error::Unsupported`] without [`Capabilities::purge`] (or for a state the backend cannot

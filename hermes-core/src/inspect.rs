@@ -387,7 +387,8 @@ impl Replay {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Retention {
-    /// At most this many per queue. Default 10,000.
+    /// At most this many per queue. Default 10,000; 0 keeps none (the SQS driver, which cannot
+    /// drop exactly, refuses 0).
     pub max_count: usize,
     /// None older than this. Default 180 days.
     pub max_age: Duration,

@@ -18,7 +18,7 @@ use crate::naming::Keys;
 use crate::scripts::Script;
 
 /// The largest set whose latency is read: the due time of every member is looked at. A larger
-/// set's latency is [`Figure::Unknown`], unless a due scheduled message already tells it.
+/// set's latency is [`Figure::Unknown`].
 pub const LATENCY_SCAN_LIMIT: u64 = 1_000;
 
 /// How many members one `SSCAN` asks for.
@@ -61,6 +61,10 @@ fn count(reply: &Reply) -> u64 {
         .unwrap_or(0)
 }
 
+fn flag(on: bool) -> String {
+    if on { "1" } else { "0" }.to_owned()
+}
+
 /// A dead letter read from the store.
 struct Stored {
     id: String,
@@ -93,14 +97,16 @@ impl RedisSetDriver {
         let max = retention.max_count.to_string();
         let oldest_kept = (unix_now() - retention.max_age.as_secs_f64()).to_string();
         let record = record(reason, taken.body());
+        let suffix = format!("{:016x}", rand::random::<u64>());
         let keys = [self.inner.keys.in_flight.as_str(), &ids, &letters];
-        let args: [&[u8]; 6] = [
+        let args: [&[u8]; 7] = [
             taken.claim(),
             id.as_bytes(),
             &record,
             at.as_bytes(),
             max.as_bytes(),
             oldest_kept.as_bytes(),
+            suffix.as_bytes(),
         ];
         let reply = self.inner.client.eval(Script::Bury, &keys, &args).await?;
         Ok(reply.as_int() == Some(1))
@@ -252,25 +258,12 @@ impl RedisSetDriver {
         let mut args = vec![
             unix_now().to_string(),
             priority.to_string(),
-            if priority == DEFAULT_PRIORITY {
-                "1"
-            } else {
-                "0"
-            }
-            .to_owned(),
+            flag(priority == DEFAULT_PRIORITY),
             which.to_owned(),
             limit.to_string(),
-            if remove { "1" } else { "0" }.to_owned(),
+            flag(remove),
         ];
-        args.extend(
-            self.inner
-                .sets
-                .all()
-                .into_iter()
-                .map(|(p, _)| p)
-                .filter(|p| *p != DEFAULT_PRIORITY)
-                .map(|p| p.to_string()),
-        );
+        args.extend(self.other_priorities());
         let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         let reply = self
             .inner
@@ -282,6 +275,17 @@ impl RedisSetDriver {
             .step_by(2)
             .filter_map(Reply::into_bytes)
             .collect())
+    }
+
+    /// The priorities of the queues other than the default one.
+    fn other_priorities(&self) -> impl Iterator<Item = String> {
+        self.inner
+            .sets
+            .all()
+            .into_iter()
+            .map(|(p, _)| p)
+            .filter(|p| *p != DEFAULT_PRIORITY)
+            .map(|p| p.to_string())
     }
 
     fn decoded(&self, bodies: &[Vec<u8>]) -> Vec<Message> {
@@ -461,6 +465,7 @@ impl RedisSetDriver {
     ) -> Result<u64, Error> {
         let mut back = Vec::new();
         for stored in self.stored(priority, 0).await? {
+            let stored_id = stored.id.clone();
             let (letter, body) = self.letter(priority, stored);
             if !replay.selects(&letter) {
                 continue;
@@ -469,7 +474,7 @@ impl RedisSetDriver {
                 Some(message) => self.inner.serializer.serialize(&replay.replayed(message))?,
                 None => body,
             };
-            back.push((letter.id, body));
+            back.push((stored_id, body));
         }
         self.unbury(priority, true, &back).await
     }
@@ -495,15 +500,17 @@ impl RedisSetDriver {
                 return Err(self.without_claims());
             }
             QueueState::InFlight => {
-                let priority = priority.to_string();
+                let mut args = vec![
+                    "claims".to_owned(),
+                    priority.to_string(),
+                    flag(priority == DEFAULT_PRIORITY),
+                ];
+                args.extend(self.other_priorities());
+                let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
                 let reply = self
                     .inner
                     .client
-                    .eval(
-                        Script::Purge,
-                        &[&self.inner.keys.in_flight],
-                        &[b"claims", priority.as_bytes()],
-                    )
+                    .eval(Script::Purge, &[&self.inner.keys.in_flight], &args)
                     .await?;
                 count(&reply)
             }
@@ -528,6 +535,22 @@ impl RedisSetDriver {
             .await?
             > 0
         {
+            return Ok(true);
+        }
+        // A dead letter listed under its message's id, stored under another.
+        let named: Vec<(String, Vec<u8>)> = self
+            .stored(priority, 0)
+            .await?
+            .into_iter()
+            .filter(|s| {
+                self.inner
+                    .serializer
+                    .deserialize(&s.body)
+                    .is_ok_and(|m| m.id() == id)
+            })
+            .map(|s| (s.id, Vec::new()))
+            .collect();
+        if !named.is_empty() && self.unbury(priority, false, &named[..1]).await? > 0 {
             return Ok(true);
         }
         let is_it = |body: &Vec<u8>| {

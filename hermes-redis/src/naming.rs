@@ -50,9 +50,27 @@ impl Keys {
     }
 
     /// The key of a priority set called `name`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidQueueName`] for an invalid name, or one that is a key the queue already
+    /// uses (the schedule, its index, the claims) or ends like a dead-letter key.
     pub(crate) fn set(&self, name: &str) -> Result<String, Error> {
         validate_queue_name(name)?;
-        Ok(format!("{}{name}", self.prefix))
+        let key = format!("{}{name}", self.prefix);
+        let taken = [
+            &self.schedule,
+            &self.schedule_index,
+            &self.legacy_schedule_priorities,
+            &self.in_flight,
+        ]
+        .contains(&&key);
+        if taken || name.ends_with("_dead") || name.ends_with("_dead_letters") {
+            return Err(Error::InvalidQueueName {
+                name: hermes_core::excerpt(name),
+                reason: "the name is one of the queue's own keys (its schedule, claims or dead letters)",
+            });
+        }
+        Ok(key)
     }
 }
 
@@ -88,6 +106,8 @@ mod tests {
             assert!(key.starts_with("{jobs}"), "{key}");
         }
         assert!(keys.set("a b").is_err());
+        assert!(keys.set("hermes_dead").is_err());
+        assert!(keys.set("hermes_in_flight").is_err());
         options.hash_tag = Some("}x{".into());
         assert!(Keys::new(&options).is_err());
     }

@@ -182,16 +182,21 @@ return 1
 
 /// KEYS: 1 in-flight, 2 the dead letters' ids (sorted set scored by the time), 3 the dead
 /// letters (hash id → record). ARGV: 1 the claim ('' when none), 2 id, 3 record, 4 time,
-/// 5 most dead letters kept, 6 the time before which none is kept.
+/// 5 most dead letters kept, 6 the time before which none is kept, 7 a suffix that makes the id
+/// unique when another dead letter has it.
+/// The letter is written before the claim ends, so a failed write leaves the message claimed.
 /// Returns 0 when the claim is gone (nothing is kept: the message is delivered again).
 const BURY: &str = r"
-if ARGV[1] ~= '' and redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then return 0 end
-redis.call('ZADD', KEYS[2], ARGV[4], ARGV[2])
-redis.call('HSET', KEYS[3], ARGV[2], ARGV[3])
+if ARGV[1] ~= '' and not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
+local id = ARGV[2]
+if redis.call('HEXISTS', KEYS[3], id) == 1 then id = id .. '~' .. ARGV[7] end
+redis.call('HSET', KEYS[3], id, ARGV[3])
+redis.call('ZADD', KEYS[2], ARGV[4], id)
+if ARGV[1] ~= '' then redis.call('ZREM', KEYS[1], ARGV[1]) end
 local function drop(ids)
-  for _, id in ipairs(ids) do
-    redis.call('ZREM', KEYS[2], id)
-    redis.call('HDEL', KEYS[3], id)
+  for _, old in ipairs(ids) do
+    redis.call('ZREM', KEYS[2], old)
+    redis.call('HDEL', KEYS[3], old)
   end
 end
 drop(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[6], 'LIMIT', 0, 1000))
@@ -245,9 +250,9 @@ local owned_due, owned_later = 0, 0
 for i = 1, n do owned_due = owned_due + due[i]; owned_later = owned_later + later[i] end
 due[default] = redis.call('ZCOUNT', KEYS[1], '-inf', ARGV[1]) - owned_due
 later[default] = redis.call('ZCOUNT', KEYS[1], '(' .. ARGV[1], '+inf') - owned_later
-local offset = 0
-while due[default] > 0 and not oldest[default] do
-  local chunk = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', offset, 100)
+local rank, due_all = 0, redis.call('ZCOUNT', KEYS[1], '-inf', ARGV[1])
+while due[default] > 0 and not oldest[default] and rank < due_all do
+  local chunk = redis.call('ZRANGE', KEYS[1], rank, math.min(rank + 99, due_all - 1), 'WITHSCORES')
   if #chunk == 0 then break end
   for j = 1, #chunk, 2 do
     if not owned[chunk[j]] then
@@ -255,7 +260,7 @@ while due[default] > 0 and not oldest[default] do
       break
     end
   end
-  offset = offset + 100
+  rank = rank + 100
 end
 for _, claim in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
   local bar = string.find(claim, '|', 1, true)
@@ -303,16 +308,19 @@ if ARGV[3] == '1' then
     end
     return false
   end
-  local offset = 0
-  while not full() do
-    local chunk = redis.call('ZRANGEBYSCORE', KEYS[1], min, max, 'WITHSCORES', 'LIMIT', offset, 200)
+  -- By rank, so a long schedule is read once; nothing is removed before the walk ends.
+  local due_count = redis.call('ZCOUNT', KEYS[1], '-inf', ARGV[1])
+  local rank, last = 0, redis.call('ZCARD', KEYS[1]) - 1
+  if ARGV[4] == 'due' then last = due_count - 1 elseif ARGV[4] == 'later' then rank = due_count end
+  while not full() and rank <= last do
+    local chunk = redis.call('ZRANGE', KEYS[1], rank, math.min(rank + 199, last), 'WITHSCORES')
     if #chunk == 0 then break end
     for j = 1, #chunk, 2 do
       if not full() and not foreign(chunk[j]) then
         found[#found + 1] = {chunk[j], chunk[j + 1]}
       end
     end
-    offset = offset + 200
+    rank = rank + 200
   end
 else
   local seen = {}
@@ -351,7 +359,9 @@ return out
 ";
 
 /// ARGV: 1 what to empty. 'set': KEYS 1 a set. 'dead': KEYS 1 the dead letters' ids, 2 the
-/// dead letters. 'claims': KEYS 1 in-flight, ARGV 2 the priority whose claims go.
+/// dead letters. 'claims': KEYS 1 in-flight, ARGV 2 the priority whose claims go, 3 '1' when it
+/// is the default queue's (which also has the claims of priorities not in 4..), 4.. the other
+/// queues' priorities.
 /// Returns how many messages went.
 const PURGE: &str = r"
 if ARGV[1] == 'set' then
@@ -363,6 +373,8 @@ elseif ARGV[1] == 'dead' then
   redis.call('DEL', KEYS[1], KEYS[2])
   return n
 end
+local others = {}
+for i = 4, #ARGV do others[ARGV[i]] = true end
 local n = 0
 for _, claim in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   local bar = string.find(claim, '|', 1, true)
@@ -370,7 +382,7 @@ for _, claim in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
     local head = string.sub(claim, 1, bar - 1)
     local colon = string.find(head, ':', 1, true)
     if colon then head = string.sub(head, 1, colon - 1) end
-    if head == ARGV[2] then
+    if head == ARGV[2] or (ARGV[3] == '1' and not others[head]) then
       redis.call('ZREM', KEYS[1], claim)
       n = n + 1
     end

@@ -278,3 +278,42 @@ async fn from_url_opens_the_queue_it_names_with_either_client() {
         cleanup(&queue).await;
     }
 }
+
+/// Two messages that carry one id (ids an application chose) are two dead letters, neither
+/// overwriting the other; replaying that id puts both back, and a delete by it removes one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_with_one_message_id_are_kept_apart() {
+    let queue = unique_queue_name("dead-same-id");
+    let driver = open(&queue, Retention::default()).await;
+    for n in 0..3 {
+        let message = Message::builder("inspected")
+            .id("order-42")
+            .payload(&serde_json::json!({ "n": n }))
+            .build()
+            .unwrap();
+        driver.send(&message, DEFAULT_PRIORITY).await.unwrap();
+        bury_one(&driver, DEFAULT_PRIORITY, "failed").await;
+    }
+    let letters = driver.dead_letters(DEFAULT_PRIORITY, 10).await.unwrap();
+    assert_eq!(letters.len(), 3, "none overwrote another");
+    assert!(letters.iter().all(|l| l.id == "order-42"));
+    assert!(driver.delete(DEFAULT_PRIORITY, "order-42").await.unwrap());
+    assert_eq!(
+        driver
+            .dead_letters(DEFAULT_PRIORITY, 10)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(
+        driver
+            .replay(DEFAULT_PRIORITY, &Replay::ids(["order-42"]))
+            .await
+            .unwrap(),
+        2
+    );
+    let waiting: i64 = cmd(&[b"SCARD", queue.as_bytes()]).await;
+    assert_eq!(waiting, 2);
+    cleanup(&queue).await;
+}

@@ -242,13 +242,14 @@ impl SqsDriver {
         Ok(())
     }
 
-    /// One receive of up to ten letters of the dead-letter queue, hidden for
-    /// [`READING_VISIBILITY`], waiting up to `wait_seconds` for the first.
+    /// One receive of up to ten letters of the dead-letter queue, hidden for `visibility`,
+    /// waiting up to `wait_seconds` for the first.
     async fn receive_letters(
         &self,
         store: &QueueInfo,
         max: i32,
         wait_seconds: i32,
+        visibility: Duration,
     ) -> Result<Vec<StoredLetter>, Error> {
         let request = self
             .inner
@@ -257,7 +258,7 @@ impl SqsDriver {
             .queue_url(&store.url)
             .max_number_of_messages(max)
             .wait_time_seconds(wait_seconds)
-            .visibility_timeout(READING_VISIBILITY.as_secs() as i32)
+            .visibility_timeout(i32::try_from(visibility.as_secs()).unwrap_or(i32::MAX))
             .message_attribute_names("All")
             .message_system_attribute_names(MessageSystemAttributeName::SentTimestamp)
             .send();
@@ -277,17 +278,25 @@ impl SqsDriver {
     /// its latest receipt), oldest first; `None` when the queue does not exist. Goes on until a
     /// receive (a long poll of 1 s) brings nothing new, for at most
     /// `retention.max_count / 10 + 100` receives. The letters stay hidden from other readers
-    /// until released or deleted, for [`READING_VISIBILITY`] at most.
+    /// until released or deleted, for [`READING_VISIBILITY`] and two seconds per ten letters
+    /// the queue holds (so the first ones are still hidden when the last arrive), 12 hours at
+    /// most.
     pub(crate) async fn read_store(&self) -> Result<Option<Reading>, Error> {
-        if self.existing(&self.inner.quarantine).await?.is_none() {
+        let Some(url) = self.existing(&self.inner.quarantine).await? else {
             return Ok(None);
-        }
+        };
+        let [held, _, _] = self.counts(&url).await?;
+        let visibility = (READING_VISIBILITY + Duration::from_secs(2 * (held / 10 + 1)))
+            .min(Duration::from_secs(12 * 3600));
         let store = self.resolve(&self.inner.quarantine).await?;
         let mut letters: Vec<StoredLetter> = Vec::new();
         let mut index: HashMap<String, usize> = HashMap::new();
         let rounds = self.inner.options.retention.max_count / MAX_BATCH_SIZE as usize + 100;
         for _ in 0..rounds {
-            let batch = match self.receive_letters(&store, MAX_BATCH_SIZE, 1).await {
+            let batch = match self
+                .receive_letters(&store, MAX_BATCH_SIZE, 1, visibility)
+                .await
+            {
                 Ok(batch) => batch,
                 Err(e) => {
                     self.release(Reading { store, letters }).await;
@@ -329,8 +338,27 @@ impl SqsDriver {
 
     /// Drops the oldest letters of what one receive sees while SQS's approximate count of the
     /// dead-letter queue is over `retention.max_count`: at most ten receives, so a lowered cap
-    /// is reached over several calls.
+    /// is reached over several calls. One trim at a time per process: dead letters buried
+    /// meanwhile leave it to the running one. SQS's count lags behind on AWS, so a burst of dead
+    /// letters may still drop a few more than the excess.
     async fn cap_count(&self, store: &QueueInfo) -> Result<(), Error> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+
+        /// Ends the trim when dropped, even when the future is.
+        struct Trimming<'a>(&'a AtomicBool);
+        impl Drop for Trimming<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Release);
+            }
+        }
+        if self.inner.trimming.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let _trimming = Trimming(&self.inner.trimming);
+        self.trim(store).await
+    }
+
+    async fn trim(&self, store: &QueueInfo) -> Result<(), Error> {
         let max = self.inner.options.retention.max_count as u64;
         let mut excess = self
             .counts(&store.url)
@@ -342,7 +370,9 @@ impl SqsDriver {
             if excess == 0 {
                 return Ok(());
             }
-            let mut batch = self.receive_letters(store, MAX_BATCH_SIZE, 0).await?;
+            let mut batch = self
+                .receive_letters(store, MAX_BATCH_SIZE, 0, READING_VISIBILITY)
+                .await?;
             if batch.is_empty() {
                 return Ok(());
             }

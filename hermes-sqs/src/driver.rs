@@ -71,8 +71,9 @@ const POLL_SLACK: Duration = Duration::from_millis(50);
 ///   queue (a decodable one as [`Replay::replayed`], an undecodable one as its exact body) and
 ///   then deletes it.
 /// - **Retention** ([`SqsOptions::retention`]), as closely as SQS allows: the age becomes the
-///   dead-letter queue's `MessageRetentionPeriod` (set when the driver first uses the queue),
-///   which SQS caps at 14 days, so the default 180 days keeps letters 14 days. The count cap
+///   dead-letter queue's `MessageRetentionPeriod` (set when the driver creates the queue, and
+///   raised, never lowered, when it finds one keeping letters for less), which SQS caps at 14
+///   days, so the default 180 days keeps letters 14 days. The count cap
 ///   applies to the whole dead-letter queue, all priorities together: after each dead letter,
 ///   while SQS's approximate count is over the cap, the oldest of the letters one receive sees
 ///   are deleted; SQS cannot find the very oldest, and its count may lag.
@@ -130,6 +131,8 @@ pub(crate) struct Inner {
     pub(crate) state: Mutex<HashMap<String, HeldQueue>>,
     /// Notified when a poll buffered something or ended.
     pub(crate) changed: Notify,
+    /// Whether this process is dropping dead letters over the count cap.
+    pub(crate) trimming: std::sync::atomic::AtomicBool,
 }
 
 impl fmt::Debug for Inner {
@@ -206,6 +209,7 @@ impl SqsDriver {
                 resolved: Mutex::default(),
                 state: Mutex::default(),
                 changed: Notify::new(),
+                trimming: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }

@@ -121,8 +121,8 @@ impl SqsDriver {
         age.clamp(MIN_RETENTION, MAX_RETENTION).as_secs()
     }
 
-    /// Sets the retention of the existing quarantine at `url` to the driver's when it differs;
-    /// a failure (no permission to change queue attributes, say) is logged and leaves the
+    /// Raises the retention of the existing quarantine at `url` to the driver's when it is
+    /// shorter (never lowers it: SQS would delete the older letters at once); a failure (no permission to change queue attributes, say) is logged and leaves the
     /// queue's own.
     async fn keep_retention(&self, url: &str) {
         let wanted = self.store_retention_seconds().to_string();
@@ -146,7 +146,9 @@ impl SqsDriver {
                 return;
             }
         };
-        if current.as_deref() == Some(wanted.as_str()) {
+        // Lowering the period would make SQS delete older letters: only ever raise it.
+        let current = current.and_then(|c| c.parse::<u64>().ok());
+        if current.is_some_and(|c| c >= self.store_retention_seconds()) {
             return;
         }
         let request = client

@@ -108,6 +108,25 @@ pub async fn emit_stats_and_purge(target: &Target) {
     let waiting = row.split_whitespace().nth(2).unwrap();
     assert!(["3", "~3", "~2", "~4", "?"].contains(&waiting), "{table}");
 
+    let peeked = target.hermes(&["peek", "--json"]);
+    if target.driver.capabilities().peek {
+        let mut listed: Vec<String> = json(&peeked)
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap().to_owned())
+            .collect();
+        listed.sort();
+        let mut sent = ids.clone();
+        sent.sort();
+        assert_eq!(listed, sent, "peek lists what emit queued");
+    } else {
+        assert_eq!(peeked.status.code(), Some(1), "peek is unsupported here");
+        let err = String::from_utf8_lossy(&peeked.stderr);
+        assert!(err.contains("not support"), "{err}");
+    }
+    assert_figure(&default_queue(target)["waiting"], 3, "a peek takes nothing");
+
     let refused = target.hermes(&["purge", "--state", "waiting"]);
     assert_eq!(refused.status.code(), Some(2), "a purge needs --yes");
     assert_figure(
