@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use tracing::Instrument;
+
 use crate::{Driver, Error, Message, Priority};
 
 /// Sends jobs and messages to a driver. Cheap to clone; share one per process.
@@ -68,9 +70,20 @@ impl Emitter {
     /// # Cancellation safety
     /// Dropping the future may or may not have sent the message.
     pub async fn emit(&self, message: &Message, priority: Priority) -> Result<(), Error> {
-        self.driver.send(message, priority).await?;
-        self.log_sent(message);
-        Ok(())
+        let span = tracing::info_span!(
+            "hermes.emit",
+            id = message.id(),
+            r#type = message.message_type(),
+            priority,
+            driver = self.driver.name(),
+        );
+        async {
+            self.driver.send(message, priority).await?;
+            self.log_sent(message, priority);
+            Ok(())
+        }
+        .instrument(span)
+        .await
     }
 
     /// Sends `messages` to the queue of `priority` with the driver's
@@ -90,15 +103,26 @@ impl Emitter {
         if messages.is_empty() {
             return Ok(());
         }
-        self.driver.send_batch(messages, priority).await?;
-        for message in messages {
-            self.log_sent(message);
+        let span = tracing::info_span!(
+            "hermes.emit",
+            count = messages.len(),
+            priority,
+            driver = self.driver.name(),
+        );
+        async {
+            self.driver.send_batch(messages, priority).await?;
+            for message in messages {
+                self.log_sent(message, priority);
+            }
+            Ok(())
         }
-        Ok(())
+        .instrument(span)
+        .await
     }
 
-    /// The info line of a message the driver has.
-    fn log_sent(&self, message: &Message) {
+    /// The info line (and the count) of a message the driver has.
+    fn log_sent(&self, message: &Message, priority: Priority) {
+        crate::telemetry::emitted(message, priority);
         if self.log_payloads {
             tracing::info!(
                 id = message.id(),

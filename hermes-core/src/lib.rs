@@ -68,6 +68,7 @@ mod retry;
 mod serializer;
 mod shutdown;
 pub mod task;
+pub mod telemetry;
 pub mod time;
 
 pub use context::JobContext;

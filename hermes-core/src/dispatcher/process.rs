@@ -3,14 +3,17 @@
 use std::future::Future;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::DispatcherOptions;
 use super::backoff::ErrorBackoff;
 use super::run::{Env, HandlerMap, run_handlers};
 use crate::context::Claim;
+use crate::telemetry;
+use crate::time::unix_now;
 use crate::{Delivery, Driver, Error, Priority, Shutdown};
 
 /// What the workers of one `handle` call share.
@@ -49,16 +52,49 @@ impl Context {
 /// Runs the handlers of `delivery`, sends the retry copy when one is due, and acknowledges it.
 /// Gives it back unacknowledged when the grace period ends first.
 pub(super) async fn process(ctx: &Context, delivery: Delivery) {
+    let message = delivery.message();
+    let span = tracing::info_span!(
+        "hermes.handle",
+        id = message.id(),
+        r#type = message.message_type(),
+        priority = delivery.priority(),
+        retries = message.retries(),
+        driver = ctx.driver.name(),
+        outcome = tracing::field::Empty,
+        duration_ms = tracing::field::Empty,
+    );
+    process_in_span(ctx, delivery, &span)
+        .instrument(span.clone())
+        .await;
+}
+
+async fn process_in_span(ctx: &Context, delivery: Delivery, span: &tracing::Span) {
     let delivery = Arc::new(delivery);
     let claim = Claim::new(ctx.driver.clone(), delivery.clone());
     let env = Env::new(&ctx.options, ctx.stop.clone(), Some(claim.clone()));
     let message = delivery.message();
+    let label = if ctx.handlers.contains_key(message.message_type()) {
+        message.message_type()
+    } else {
+        telemetry::OTHER_TYPE
+    };
+    let waited = Duration::try_from_secs_f64(unix_now() - message.due()).unwrap_or_default();
+    telemetry::started(label, waited);
+    let _in_progress = telemetry::InProgress;
+    let began = Instant::now();
     let outcome = tokio::select! {
         biased;
         () = ctx.abort.cancelled() => None,
         report = run_handlers(&ctx.handlers, message, delivery.priority(), &env) => Some(report),
         never = keep_claimed(ctx, &claim) => match never {},
     };
+    if let Some(report) = &outcome {
+        let took = began.elapsed();
+        let outcome = telemetry::outcome_label(report.runs.iter().map(|r| &r.outcome));
+        span.record("outcome", outcome);
+        span.record("duration_ms", took.as_secs_f64() * 1000.0);
+        telemetry::handled(label, outcome, took);
+    }
     let Some(report) = outcome else {
         tracing::warn!(
             id = message.id(),
@@ -81,10 +117,13 @@ pub(super) async fn process(ctx: &Context, delivery: Delivery) {
             message.id(),
             reason.kind
         );
-        if let Err(e) = with_retries(ctx, || ctx.driver.dead_letter(&delivery, &reason)).await {
-            // Not kept and not acknowledged: the broker delivers it again.
-            let _ = ctx.driver.nack(&delivery).await;
-            ctx.fail(e);
+        match with_retries(ctx, || ctx.driver.dead_letter(&delivery, &reason)).await {
+            Ok(()) => telemetry::dead_lettered(label, reason.kind),
+            Err(e) => {
+                // Not kept and not acknowledged: the broker delivers it again.
+                let _ = ctx.driver.nack(&delivery).await;
+                ctx.fail(e);
+            }
         }
         return;
     }
@@ -96,6 +135,7 @@ pub(super) async fn process(ctx: &Context, delivery: Delivery) {
             ctx.fail(e);
             return;
         }
+        telemetry::retried(label);
     }
     if let Err(e) = with_retries(ctx, || ctx.driver.ack(&delivery)).await {
         ctx.fail(e);

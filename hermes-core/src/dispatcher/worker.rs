@@ -19,6 +19,9 @@ pub(super) async fn run(ctx: &Context) {
             Ok(Step::Exit) => return,
             Err(error) => error,
         };
+        if matches!(error, Error::Undecodable { .. }) {
+            crate::telemetry::undecodable();
+        }
         if matches!(error, Error::Undecodable { .. }) && !ctx.options.stop_on_undecodable {
             tracing::error!("Skipping undecodable message - {error}");
             continue;
