@@ -28,6 +28,7 @@
 //! hermes_core::telemetry::describe();
 //! ```
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::dispatcher::HandlerOutcome;
@@ -111,41 +112,103 @@ pub(crate) fn emitted(message: &Message, priority: Priority) {
     .increment(1);
 }
 
-pub(crate) fn started(message_type: &str, waited: Duration) {
-    metrics::histogram!(WAIT_SECONDS, "type" => message_type.to_owned()).record(waited);
-    metrics::gauge!(IN_PROGRESS).increment(1.0);
+/// The outcomes, in the order of [`TypeMetrics::handled`].
+const OUTCOMES: [&str; 5] = ["ok", "failed", "timed_out", "panicked", "no_handler"];
+
+/// The metric handles of one message type, registered once when a worker starts, so handling a
+/// message costs no label allocation (and next to nothing without a recorder).
+pub(crate) struct TypeMetrics {
+    handled: [metrics::Counter; 5],
+    duration: metrics::Histogram,
+    wait: metrics::Histogram,
+    retried: metrics::Counter,
+    dead_failed: metrics::Counter,
+    dead_rejected: metrics::Counter,
 }
 
-/// Ends the in-progress count of one message when dropped, however its handling ends.
-pub(crate) struct InProgress;
+impl TypeMetrics {
+    fn new(message_type: &str) -> Self {
+        let label = || message_type.to_owned();
+        TypeMetrics {
+            handled: OUTCOMES
+                .map(|o| metrics::counter!(HANDLED_TOTAL, "type" => label(), "outcome" => o)),
+            duration: metrics::histogram!(HANDLE_DURATION_SECONDS, "type" => label()),
+            wait: metrics::histogram!(WAIT_SECONDS, "type" => label()),
+            retried: metrics::counter!(RETRIED_TOTAL, "type" => label()),
+            dead_failed: metrics::counter!(DEAD_LETTERED_TOTAL, "type" => label(), "reason" => "failed"),
+            dead_rejected: metrics::counter!(DEAD_LETTERED_TOTAL, "type" => label(), "reason" => "rejected"),
+        }
+    }
 
-impl Drop for InProgress {
-    fn drop(&mut self) {
-        metrics::gauge!(IN_PROGRESS).decrement(1.0);
+    pub(crate) fn started(&self, waited: Duration) {
+        self.wait.record(waited);
+    }
+
+    pub(crate) fn handled(&self, outcome: &'static str, took: Duration) {
+        if let Some(i) = OUTCOMES.iter().position(|o| *o == outcome) {
+            self.handled[i].increment(1);
+        }
+        self.duration.record(took);
+    }
+
+    pub(crate) fn retried(&self) {
+        self.retried.increment(1);
+    }
+
+    pub(crate) fn dead_lettered(&self, reason: DeadKind) {
+        match reason {
+            DeadKind::Rejected => self.dead_rejected.increment(1),
+            _ => self.dead_failed.increment(1),
+        }
     }
 }
 
-pub(crate) fn handled(message_type: &str, outcome: &'static str, took: Duration) {
-    metrics::counter!(HANDLED_TOTAL, "type" => message_type.to_owned(), "outcome" => outcome)
-        .increment(1);
-    metrics::histogram!(HANDLE_DURATION_SECONDS, "type" => message_type.to_owned()).record(took);
+/// The metric handles of a worker: one set per registered message type and one for all
+/// others.
+pub(crate) struct WorkerMetrics {
+    by_type: HashMap<String, TypeMetrics>,
+    other: TypeMetrics,
+    in_progress: metrics::Gauge,
+    undecodable: metrics::Counter,
 }
 
-pub(crate) fn retried(message_type: &str) {
-    metrics::counter!(RETRIED_TOTAL, "type" => message_type.to_owned()).increment(1);
+impl WorkerMetrics {
+    /// Handles for `types`, registered with the recorder installed now.
+    pub(crate) fn new<'a>(types: impl IntoIterator<Item = &'a String>) -> Self {
+        WorkerMetrics {
+            by_type: types
+                .into_iter()
+                .map(|t| (t.clone(), TypeMetrics::new(t)))
+                .collect(),
+            other: TypeMetrics::new(OTHER_TYPE),
+            in_progress: metrics::gauge!(IN_PROGRESS),
+            undecodable: metrics::counter!(UNDECODABLE_TOTAL),
+        }
+    }
+
+    /// The handles of `message_type`, or of `other` when no handler is registered for it.
+    pub(crate) fn of(&self, message_type: &str) -> &TypeMetrics {
+        self.by_type.get(message_type).unwrap_or(&self.other)
+    }
+
+    /// Counts one message in progress until the guard drops, however its handling ends.
+    pub(crate) fn in_progress(&self) -> InProgress<'_> {
+        self.in_progress.increment(1.0);
+        InProgress(&self.in_progress)
+    }
+
+    pub(crate) fn undecodable(&self) {
+        self.undecodable.increment(1);
+    }
 }
 
-pub(crate) fn dead_lettered(message_type: &str, reason: DeadKind) {
-    metrics::counter!(
-        DEAD_LETTERED_TOTAL,
-        "type" => message_type.to_owned(),
-        "reason" => reason.as_str()
-    )
-    .increment(1);
-}
+/// One message in progress, until dropped.
+pub(crate) struct InProgress<'a>(&'a metrics::Gauge);
 
-pub(crate) fn undecodable() {
-    metrics::counter!(UNDECODABLE_TOTAL).increment(1);
+impl Drop for InProgress<'_> {
+    fn drop(&mut self) {
+        self.0.decrement(1.0);
+    }
 }
 
 #[cfg(test)]

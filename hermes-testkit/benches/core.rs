@@ -1,5 +1,7 @@
 //! Throughput of the library's own work: JSON encode/decode, and dispatching on the in-memory
-//! driver with a no-op handler, each beside a raw baseline measured in the same run.
+//! driver with a no-op handler, each beside a raw baseline measured in the same run; then what
+//! the metrics and spans cost a dispatched message once a recorder and a span subscriber are
+//! installed, against the same dispatch without them.
 //!
 //! `cargo bench -p hermes-testkit --bench core` (set `HERMES_BENCH_N` for the message count).
 
@@ -125,5 +127,41 @@ fn main() {
             let overhead = (ours.saturating_sub(raw)).as_secs_f64() * 1e6 / n as f64;
             println!("{:<34} {overhead:.2} µs/msg of dispatcher overhead", "");
         }
+        telemetry_cost(n).await;
     });
+}
+
+/// A subscriber that takes every span and event and does nothing with them: what spans cost
+/// beyond the work of an application's own layers.
+struct EverySpan;
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for EverySpan {}
+
+/// Dispatch with no recorder and no subscriber, then with both installed (globally, so this
+/// runs last): the difference per message is what telemetry costs.
+async fn telemetry_cost(n: usize) {
+    let rounds = 3;
+    let mut bare = Duration::MAX;
+    for _ in 0..rounds {
+        bare = bare.min(dispatch(n, 1).await);
+    }
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshots = recorder.snapshotter();
+    metrics::set_global_recorder(recorder).expect("the first recorder");
+    use tracing_subscriber::layer::SubscriberExt;
+    let subscriber = tracing_subscriber::registry()
+        .with(EverySpan)
+        .with(tracing_subscriber::filter::LevelFilter::INFO);
+    tracing::subscriber::set_global_default(subscriber).expect("the first subscriber");
+    let mut observed = Duration::MAX;
+    for _ in 0..rounds {
+        observed = observed.min(dispatch(n, 1).await);
+    }
+    assert!(
+        !snapshots.snapshot().into_vec().is_empty(),
+        "the recorder saw the metrics"
+    );
+    print_ratio("dispatch observed (raw: unobserved)", n, observed, bare);
+    let cost = observed.saturating_sub(bare).as_secs_f64() * 1e6 / n as f64;
+    println!("{:<34} {cost:.2} µs/msg for metrics and spans", "");
 }

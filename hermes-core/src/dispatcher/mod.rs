@@ -181,6 +181,7 @@ impl Dispatcher {
             abort: CancellationToken::new(),
             stop: stop.clone(),
             failure: Mutex::new(None),
+            metrics: crate::telemetry::WorkerMetrics::new(self.handlers.keys()),
         });
         // Each worker receives and handles one message at a time, so a message never crosses
         // tasks between its receive and its acknowledgement.

@@ -32,6 +32,8 @@ pub(super) struct Context {
     pub(super) stop: CancellationToken,
     /// The first fatal error of a task.
     pub(super) failure: Mutex<Option<Error>>,
+    /// The metric handles of the registered types.
+    pub(super) metrics: telemetry::WorkerMetrics,
 }
 
 impl Context {
@@ -73,14 +75,9 @@ async fn process_in_span(ctx: &Context, delivery: Delivery, span: &tracing::Span
     let claim = Claim::new(ctx.driver.clone(), delivery.clone());
     let env = Env::new(&ctx.options, ctx.stop.clone(), Some(claim.clone()));
     let message = delivery.message();
-    let label = if ctx.handlers.contains_key(message.message_type()) {
-        message.message_type()
-    } else {
-        telemetry::OTHER_TYPE
-    };
-    let waited = Duration::try_from_secs_f64(unix_now() - message.due()).unwrap_or_default();
-    telemetry::started(label, waited);
-    let _in_progress = telemetry::InProgress;
+    let metrics = ctx.metrics.of(message.message_type());
+    metrics.started(Duration::try_from_secs_f64(unix_now() - message.due()).unwrap_or_default());
+    let _in_progress = ctx.metrics.in_progress();
     let began = Instant::now();
     let outcome = tokio::select! {
         biased;
@@ -93,7 +90,7 @@ async fn process_in_span(ctx: &Context, delivery: Delivery, span: &tracing::Span
         let outcome = telemetry::outcome_label(report.runs.iter().map(|r| &r.outcome));
         span.record("outcome", outcome);
         span.record("duration_ms", took.as_secs_f64() * 1000.0);
-        telemetry::handled(label, outcome, took);
+        metrics.handled(outcome, took);
     }
     let Some(report) = outcome else {
         tracing::warn!(
@@ -118,7 +115,7 @@ async fn process_in_span(ctx: &Context, delivery: Delivery, span: &tracing::Span
             reason.kind
         );
         match with_retries(ctx, || ctx.driver.dead_letter(&delivery, &reason)).await {
-            Ok(()) => telemetry::dead_lettered(label, reason.kind),
+            Ok(()) => metrics.dead_lettered(reason.kind),
             Err(e) => {
                 // Not kept and not acknowledged: the broker delivers it again.
                 let _ = ctx.driver.nack(&delivery).await;
@@ -135,7 +132,7 @@ async fn process_in_span(ctx: &Context, delivery: Delivery, span: &tracing::Span
             ctx.fail(e);
             return;
         }
-        telemetry::retried(label);
+        metrics.retried();
     }
     if let Err(e) = with_retries(ctx, || ctx.driver.ack(&delivery)).await {
         ctx.fail(e);

@@ -20,7 +20,7 @@ pub(super) async fn run(ctx: &Context) {
             Err(error) => error,
         };
         if matches!(error, Error::Undecodable { .. }) {
-            crate::telemetry::undecodable();
+            ctx.metrics.undecodable();
         }
         if matches!(error, Error::Undecodable { .. }) && !ctx.options.stop_on_undecodable {
             tracing::error!("Skipping undecodable message - {error}");
