@@ -104,18 +104,37 @@ pub(crate) enum Command {
     },
     /// Ask the queue's workers to stop after their current message, as Hermes' shutdown does:
     /// through the RedisShutdown key on Redis, through a SharedFileShutdown file otherwise.
-    Shutdown {
-        /// When, in RFC 3339 (default: now); workers stop once it has passed.
-        #[arg(long, value_parser = rfc3339)]
-        at: Option<SystemTime>,
-        /// The file the workers watch (default for file:// URLs: DIRECTORY/shutdown; needed
-        /// for RabbitMQ and SQS, which have no shared key).
-        #[arg(long, value_name = "PATH")]
-        file: Option<std::path::PathBuf>,
-        /// The Redis key the workers watch.
-        #[arg(long, default_value = "hermes_shutdown")]
-        key: String,
+    Shutdown(#[command(flatten)] ShutdownArgs),
+    /// The running workers: where, since when, how busy, and what they handle now.
+    Workers {
+        #[command(subcommand)]
+        command: Option<WorkersCommand>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
     },
+}
+
+/// Where and when to signal the shutdown.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ShutdownArgs {
+    /// When, in RFC 3339 (default: now); workers stop once it has passed.
+    #[arg(long, value_parser = rfc3339)]
+    pub(crate) at: Option<SystemTime>,
+    /// The file the workers watch (default for file:// URLs: DIRECTORY/shutdown; needed for
+    /// RabbitMQ and SQS, which have no shared key).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) file: Option<std::path::PathBuf>,
+    /// The Redis key the workers watch.
+    #[arg(long, default_value = "hermes_shutdown")]
+    pub(crate) key: String,
+}
+
+/// What to do with the workers.
+#[derive(Debug, Subcommand)]
+pub(crate) enum WorkersCommand {
+    /// Ask them to stop, as `hermes shutdown` does.
+    Stop(#[command(flatten)] ShutdownArgs),
 }
 
 impl Command {
@@ -127,7 +146,8 @@ impl Command {
             Command::Peek { .. } => "peek",
             Command::Dead { .. } => "dead",
             Command::Purge { .. } => "purge",
-            Command::Shutdown { .. } => "shutdown",
+            Command::Shutdown(_) => "shutdown",
+            Command::Workers { .. } => "workers",
         }
     }
 }

@@ -21,6 +21,7 @@ mod peek;
 mod shutdown;
 mod stats;
 mod table;
+mod workers;
 
 use std::fmt;
 use std::process::ExitCode;
@@ -28,7 +29,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use hermes_core::Emitter;
 
-use crate::args::{Args, Command};
+use crate::args::{Args, Command, WorkersCommand};
 
 /// Why the command did not do what it was asked.
 pub(crate) struct Failure {
@@ -154,9 +155,15 @@ async fn run(args: &Args) -> Result<(), Failure> {
                 priority,
                 yes,
             } => peek::purge(&*driver, *priority, *state, *yes).await,
-            Command::Shutdown { at, file, key } => {
-                shutdown::shutdown(&queue.backend, *at, file.as_deref(), key).await
-            }
+            Command::Shutdown(signal)
+            | Command::Workers {
+                command: Some(WorkersCommand::Stop(signal)),
+                ..
+            } => shutdown::shutdown(&queue.backend, signal).await,
+            Command::Workers {
+                command: None,
+                json,
+            } => workers::list(&*driver, *json).await,
         }
     };
     tokio::time::timeout(args.timeout, done)

@@ -1,22 +1,18 @@
 //! `hermes shutdown`: the signal the queue's workers watch.
 
 use std::path::Path;
-use std::time::SystemTime;
 
 use hermes_core::{SharedFileShutdown, Shutdown};
 use hermes_redis::RedisShutdown;
 
 use crate::Failure;
+use crate::args::ShutdownArgs;
 use crate::connect::Backend;
 
-/// Sets the shutdown signal for `at` (now when `None`): the Redis key `key`, or the file
-/// `file` (for the filesystem driver by default `<directory>/shutdown`).
-pub(crate) async fn shutdown(
-    backend: &Backend,
-    at: Option<SystemTime>,
-    file: Option<&Path>,
-    key: &str,
-) -> Result<(), Failure> {
+/// Sets the shutdown signal for `signal.at` (now when `None`): the Redis key `signal.key`, or
+/// the file `signal.file` (for the filesystem driver by default `<directory>/shutdown`).
+pub(crate) async fn shutdown(backend: &Backend, signal: &ShutdownArgs) -> Result<(), Failure> {
+    let (at, file, key) = (signal.at, signal.file.as_deref(), signal.key.as_str());
     let signal: Box<dyn Shutdown> = match (file, backend) {
         (Some(file), _) => Box::new(SharedFileShutdown::new(file)),
         (None, Backend::Directory(directory)) => {

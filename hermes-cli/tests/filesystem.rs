@@ -231,3 +231,15 @@ async fn a_configuration_file_names_the_queue_and_its_priorities() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn workers_are_listed_on_the_filesystem() {
+    let queue = Queue::new("workers");
+    let target = common::Target {
+        url: queue.url(),
+        env: Vec::new(),
+        driver: std::sync::Arc::new(queue.driver()),
+    };
+    common::workers_are_listed(&target).await;
+    assert!(queue.dir.join("workers").is_dir(), "beside the queues");
+}

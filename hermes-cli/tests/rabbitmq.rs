@@ -56,3 +56,8 @@ fn a_broker_that_does_not_answer_fails_in_time() {
         "hunter2",
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rabbitmq_has_no_live_workers_and_says_so() {
+    common::workers_are_listed(&target("cli-workers")).await;
+}

@@ -41,7 +41,14 @@ fn queue_url(base: &str, key: &str, rest: &str) -> String {
 
 async fn delete_keys(key: &str) {
     let driver = RedisSetDriver::from_url(&redis_url()).await.unwrap();
-    for suffix in ["", "_schedule", "_in_flight", "_dead", "_dead_letters"] {
+    for suffix in [
+        "",
+        "_schedule",
+        "_in_flight",
+        "_dead",
+        "_dead_letters",
+        "_workers",
+    ] {
         let name = format!("{key}{suffix}");
         driver
             .client()
@@ -142,4 +149,11 @@ fn a_server_that_does_not_answer_fails_in_time() {
         &[],
         "hunter2",
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_are_listed_on_redis() {
+    let key = unique("cli-workers");
+    common::workers_are_listed(&target(queue_url(&redis_url(), &key, "")).await).await;
+    delete_keys(&key).await;
 }

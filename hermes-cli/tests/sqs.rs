@@ -79,3 +79,9 @@ fn a_server_that_does_not_answer_fails_in_time() {
         "secret",
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqs_has_no_live_workers_and_says_so() {
+    let queue = hermes_testkit::suite::unique_queue_name("cli-workers");
+    common::workers_are_listed(&target(&queue).await).await;
+}

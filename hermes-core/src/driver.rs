@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::{DeadLetter, DeadReason, Error, Message, QueueState, QueueStats, Replay};
+use crate::{DeadLetter, DeadReason, Error, Message, QueueState, QueueStats, Replay, WorkerInfo};
 
 /// A priority: a higher number is handled first.
 pub type Priority = i32;
@@ -226,6 +226,34 @@ pub trait Driver: fmt::Debug + Send + Sync + 'static {
         let _ = (priority, id);
         Err(self.unsupported("delete"))
     }
+
+    /// Announces `worker` as running until `ttl` from now (its
+    /// [`expires`](WorkerInfo::expires)), replacing its earlier announcement. The
+    /// [`Dispatcher`](crate::Dispatcher) renews it every third of `ttl` while it runs.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] without [`Capabilities::workers`]; connection errors.
+    async fn announce(&self, worker: &WorkerInfo, ttl: Duration) -> Result<(), Error> {
+        let _ = (worker, ttl);
+        Err(self.unsupported("live workers"))
+    }
+
+    /// Removes the announcement of the worker `id`; nothing when there is none.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] without [`Capabilities::workers`]; connection errors.
+    async fn withdraw(&self, id: &str) -> Result<(), Error> {
+        let _ = id;
+        Err(self.unsupported("live workers"))
+    }
+
+    /// The workers whose announcement has not expired, oldest first.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] without [`Capabilities::workers`]; connection errors.
+    async fn workers(&self) -> Result<Vec<WorkerInfo>, Error> {
+        Err(self.unsupported("live workers"))
+    }
 }
 
 /// Helpers for drivers.
@@ -276,11 +304,15 @@ pub struct Capabilities {
     /// [`Driver::dead_letter`], [`Driver::dead_letters`] and [`Driver::replay`] keep, list and
     /// replay failed and undecodable messages.
     pub dead_letters: bool,
+    /// [`Driver::announce`], [`Driver::withdraw`] and [`Driver::workers`] keep and list live
+    /// workers.
+    pub workers: bool,
 }
 
 impl Capabilities {
-    /// The same, without any inspection or dead-letter capability (`stats`, `exact_stats`,
-    /// `peek`, `purge`, `delete`, `dead_letters`): for a driver that only delivers.
+    /// The same, without any inspection, dead-letter or live-worker capability (`stats`,
+    /// `exact_stats`, `peek`, `purge`, `delete`, `dead_letters`, `workers`): for a driver that
+    /// only delivers.
     #[must_use]
     pub fn without_inspection(self) -> Self {
         Capabilities {
@@ -290,6 +322,7 @@ impl Capabilities {
             purge: false,
             delete: false,
             dead_letters: false,
+            workers: false,
             ..self
         }
     }
@@ -309,6 +342,7 @@ impl Capabilities {
             purge: true,
             delete: true,
             dead_letters: true,
+            workers: true,
         }
     }
 }
@@ -483,6 +517,15 @@ macro_rules! delegate_driver {
             }
             async fn delete(&self, priority: Priority, id: &str) -> Result<bool, Error> {
                 (**self).delete(priority, id).await
+            }
+            async fn announce(&self, worker: &WorkerInfo, ttl: Duration) -> Result<(), Error> {
+                (**self).announce(worker, ttl).await
+            }
+            async fn withdraw(&self, id: &str) -> Result<(), Error> {
+                (**self).withdraw(id).await
+            }
+            async fn workers(&self) -> Result<Vec<WorkerInfo>, Error> {
+                (**self).workers().await
             }
         }
     )*};

@@ -70,6 +70,7 @@ mod shutdown;
 pub mod task;
 pub mod telemetry;
 pub mod time;
+mod workers;
 
 pub use context::JobContext;
 pub use dispatcher::{Dispatcher, DispatcherOptions, HandlerOutcome, HandlerRun, Report};
@@ -92,6 +93,7 @@ pub use queue_config::QueueConfig;
 pub use retry::RetryPolicy;
 pub use serializer::{JsonSerializer, Serializer};
 pub use shutdown::{SharedFileShutdown, Shutdown, SignalShutdown};
+pub use workers::{RunningMessage, WorkerInfo};
 
 /// Re-exported for drivers and custom handlers.
 pub use async_trait::async_trait;

@@ -9,7 +9,7 @@ use hermes_core::time::{unix_now, until};
 use hermes_core::{
     Capabilities, DEFAULT_PRIORITY, DeadKind, DeadLetter, DeadReason, Delivery, Driver, Error,
     JsonSerializer, Message, Priority, PriorityQueues, QueueState, QueueStats, Receipt, Replay,
-    Serializer, async_trait, validate_queue_name,
+    Serializer, WorkerInfo, async_trait, validate_queue_name,
 };
 use tokio::sync::Notify;
 
@@ -119,7 +119,7 @@ impl FileSystemDriver {
         queue: &str,
         options: FileSystemOptions,
     ) -> Result<Self, Error> {
-        validate_queue_name(queue)?;
+        validate_fs_queue_name(queue)?;
         let directory = directory.as_ref().to_path_buf();
         let queues =
             PriorityQueues::with(DEFAULT_PRIORITY, Arc::new(QueueDir::new(&directory, queue)));
@@ -376,6 +376,18 @@ impl FileSystemDriver {
     }
 }
 
+/// Hermes' rules for a queue name, and not `workers`, the folder of the workers' announcements.
+fn validate_fs_queue_name(name: &str) -> Result<(), Error> {
+    validate_queue_name(name)?;
+    if name == crate::workers::WORKERS_FOLDER {
+        return Err(Error::InvalidQueueName {
+            name: name.to_owned(),
+            reason: "the folder workers/ holds the workers' announcements",
+        });
+    }
+    Ok(())
+}
+
 #[async_trait]
 impl Driver for FileSystemDriver {
     fn name(&self) -> &'static str {
@@ -387,7 +399,7 @@ impl Driver for FileSystemDriver {
     }
 
     fn setup_priority_queue(&self, name: &str, priority: Priority) -> Result<(), Error> {
-        validate_queue_name(name)?;
+        validate_fs_queue_name(name)?;
         let queue = Arc::new(QueueDir::new(&self.inner.directory, name));
         self.inner.queues.insert(priority, queue);
         Ok(())
@@ -517,5 +529,19 @@ impl Driver for FileSystemDriver {
 
     async fn delete(&self, priority: Priority, id: &str) -> Result<bool, Error> {
         self.delete_now(priority, id)
+    }
+
+    async fn announce(&self, worker: &WorkerInfo, ttl: Duration) -> Result<(), Error> {
+        let mut worker = worker.clone();
+        worker.expires = hermes_core::time::unix_now() + ttl.as_secs_f64();
+        self.announce_now(&worker)
+    }
+
+    async fn withdraw(&self, id: &str) -> Result<(), Error> {
+        self.withdraw_now(id)
+    }
+
+    async fn workers(&self) -> Result<Vec<WorkerInfo>, Error> {
+        self.workers_now()
     }
 }

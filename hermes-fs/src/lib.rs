@@ -50,6 +50,7 @@ mod naming;
 mod queue;
 mod url;
 mod watch;
+mod workers;
 
 pub use config::FileSystemOptions;
 pub use driver::FileSystemDriver;

@@ -9,7 +9,7 @@ use hermes_core::time::{poll, unix_now};
 use hermes_core::{
     Capabilities, DEFAULT_PRIORITY, DeadLetter, DeadReason, Delivery, Driver, Error,
     JsonSerializer, Message, Priority, PriorityQueues, QueueState, QueueStats, Replay, Serializer,
-    async_trait,
+    WorkerInfo, async_trait,
 };
 
 use crate::claim::{RedisReceipt, Taken};
@@ -47,6 +47,8 @@ use crate::{DeliveryMode, RedisOptions};
 ///   latency reads the due time of every waiting message of sets up to
 ///   [`LATENCY_SCAN_LIMIT`](crate::LATENCY_SCAN_LIMIT) members, and is unknown beyond. Peeks,
 ///   purges of each state and deletes by id read the set with `SSCAN`.
+/// - Live workers: each running dispatcher's announcement is a field of the hash
+///   `<key>_workers`, renewed while it runs and dropped by a listing once it expired.
 ///
 /// Build it on the `redis` crate ([`RedisSetDriver::connect_redis`],
 /// [`RedisSetDriver::from_redis`]) or on `fred` ([`RedisSetDriver::connect_fred`],
@@ -324,5 +326,19 @@ impl Driver for RedisSetDriver {
 
     async fn delete(&self, priority: Priority, id: &str) -> Result<bool, Error> {
         self.delete_now(priority, id).await
+    }
+
+    async fn announce(&self, worker: &WorkerInfo, ttl: Duration) -> Result<(), Error> {
+        let mut worker = worker.clone();
+        worker.expires = unix_now() + ttl.as_secs_f64();
+        self.announce_now(&worker).await
+    }
+
+    async fn withdraw(&self, id: &str) -> Result<(), Error> {
+        self.withdraw_now(id).await
+    }
+
+    async fn workers(&self) -> Result<Vec<WorkerInfo>, Error> {
+        self.workers_now().await
     }
 }

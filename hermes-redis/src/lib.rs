@@ -52,6 +52,7 @@ mod schedule;
 mod scripts;
 mod shutdown;
 mod url;
+mod workers;
 
 pub use acks::ACK_DELAY;
 pub use client::{COMMAND_TIMEOUT, RedisClient, Reply};

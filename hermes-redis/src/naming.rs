@@ -19,6 +19,8 @@ pub(crate) struct Keys {
     pub(crate) legacy_schedule_priorities: String,
     /// Claimed messages: `<priority>|<message>` → claim time.
     pub(crate) in_flight: String,
+    /// The announcements of live workers: id → announcement.
+    pub(crate) workers: String,
 }
 
 impl Keys {
@@ -39,6 +41,7 @@ impl Keys {
             schedule_index: key(&format!("{}_by_priority", options.schedule_key)),
             legacy_schedule_priorities: key(&format!("{}_priorities", options.schedule_key)),
             in_flight: key(&format!("{}_in_flight", options.key)),
+            workers: key(&format!("{}_workers", options.key)),
             prefix,
         })
     }
@@ -62,12 +65,13 @@ impl Keys {
             &self.schedule_index,
             &self.legacy_schedule_priorities,
             &self.in_flight,
+            &self.workers,
         ]
         .contains(&&key);
         if taken || name.ends_with("_dead") || name.ends_with("_dead_letters") {
             return Err(Error::InvalidQueueName {
                 name: hermes_core::excerpt(name),
-                reason: "the name is one of the queue's own keys (its schedule, claims or dead letters)",
+                reason: "the name is one of the queue's own keys (its schedule, claims, workers or dead letters)",
             });
         }
         Ok(key)

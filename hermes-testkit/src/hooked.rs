@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hermes_core::{
     Capabilities, DeadLetter, DeadReason, Delivery, Driver, Error, Message, Priority, QueueState,
-    QueueStats, Replay, async_trait,
+    QueueStats, Replay, WorkerInfo, async_trait,
 };
 
 /// An operation of the [`Driver`] trait, as [`HookedDriver`] counts and hooks it.
@@ -402,6 +402,18 @@ impl<D: Driver> Driver for HookedDriver<D> {
 
     async fn delete(&self, priority: Priority, id: &str) -> Result<bool, Error> {
         self.inner.delete(priority, id).await
+    }
+
+    async fn announce(&self, worker: &WorkerInfo, ttl: Duration) -> Result<(), Error> {
+        self.inner.announce(worker, ttl).await
+    }
+
+    async fn withdraw(&self, id: &str) -> Result<(), Error> {
+        self.inner.withdraw(id).await
+    }
+
+    async fn workers(&self) -> Result<Vec<WorkerInfo>, Error> {
+        self.inner.workers().await
     }
 }
 

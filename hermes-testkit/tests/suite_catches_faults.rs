@@ -7,7 +7,7 @@ use std::time::Duration;
 use hermes_core::{
     Capabilities, DEFAULT_PRIORITY, DeadLetter, DeadReason, DecodeError, Delivery, Driver, Error,
     Figure, JsonSerializer, Message, Priority, QueueState, QueueStats, Replay, Serializer,
-    async_trait,
+    WorkerInfo, async_trait,
 };
 use hermes_testkit::suite::{self, Harness, scenarios};
 use hermes_testkit::{MemoryDriver, MemoryHarness};
@@ -41,6 +41,8 @@ enum Fault {
     DropsDeadLetters,
     /// `replay` keeps the retry count.
     ReplayKeepsRetries,
+    /// `workers` lists announcements past their time to live.
+    WorkersNeverExpire,
 }
 
 /// Hermes' JSON with `/` left unescaped.
@@ -186,6 +188,20 @@ impl Driver for Faulty {
     }
     async fn delete(&self, p: Priority, id: &str) -> Result<bool, Error> {
         self.inner.delete(p, id).await
+    }
+    async fn announce(&self, worker: &WorkerInfo, ttl: Duration) -> Result<(), Error> {
+        let ttl = if self.fault == Fault::WorkersNeverExpire {
+            Duration::from_secs(3600)
+        } else {
+            ttl
+        };
+        self.inner.announce(worker, ttl).await
+    }
+    async fn withdraw(&self, id: &str) -> Result<(), Error> {
+        self.inner.withdraw(id).await
+    }
+    async fn workers(&self) -> Result<Vec<WorkerInfo>, Error> {
+        self.inner.workers().await
     }
 }
 
@@ -366,3 +382,9 @@ fn a_missing_server_skips_or_fails_when_strict() {
     assert!(run(false).is_ok(), "not strict: skipped");
     assert!(run(true).is_err(), "strict: fails");
 }
+
+must_fail!(
+    workers_that_never_expire_fail,
+    Fault::WorkersNeverExpire,
+    workers_are_listed_until_they_expire
+);

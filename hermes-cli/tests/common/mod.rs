@@ -259,3 +259,44 @@ pub fn unanswered_backend_fails_in_time(url: &str, env: &[(&'static str, String)
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(!err.contains(password), "{err}");
 }
+
+/// `workers` lists an announced worker with what it runs, as a table and as JSON, and stops
+/// listing it once withdrawn; on a backend without live workers it says so, status 1.
+pub async fn workers_are_listed(target: &Target) {
+    let mut worker = hermes_core::WorkerInfo::new(3, &[DEFAULT_PRIORITY], Duration::from_secs(60));
+    worker.running.push(hermes_core::RunningMessage::new(
+        "m-7",
+        "report.export",
+        1.0,
+    ));
+    worker.busy = 1;
+    if !target.driver.capabilities().workers {
+        let out = target.hermes(&["workers"]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("does not support live workers"), "{err}");
+        return;
+    }
+    target
+        .driver
+        .announce(&worker, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let table = ok(&target.hermes(&["workers"]));
+    assert!(
+        table.contains(&worker.id) && table.contains("m-7 (report.export)"),
+        "{table}"
+    );
+    assert!(table.contains("1/3"), "{table}");
+    let listed = json(&target.hermes(&["workers", "--json"]));
+    let found = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["id"] == worker.id.as_str())
+        .expect("listed");
+    assert_eq!(found["running"][0]["type"], "report.export");
+    assert_eq!(found["pid"], std::process::id());
+    target.driver.withdraw(&worker.id).await.unwrap();
+    assert!(!ok(&target.hermes(&["workers"])).contains(&worker.id));
+}

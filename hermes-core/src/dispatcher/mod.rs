@@ -1,5 +1,6 @@
 //! The dispatcher: the worker loop that takes messages from a driver and runs their handlers.
 
+mod announce;
 mod backoff;
 mod options;
 mod process;
@@ -182,7 +183,21 @@ impl Dispatcher {
             stop: stop.clone(),
             failure: Mutex::new(None),
             metrics: crate::telemetry::WorkerMetrics::new(self.handlers.keys()),
+            running: announce::Running::default(),
         });
+        let announced = self
+            .options
+            .announce_ttl
+            .filter(|_| self.driver.capabilities().workers)
+            .map(|ttl| {
+                let info = crate::WorkerInfo::new(self.options.concurrency.max(1), priorities, ttl);
+                let id = info.id.clone();
+                let ctx = ctx.clone();
+                let beat = AbortOnDrop(tokio::spawn(async move {
+                    announce::keep_announced(&ctx, info, ttl).await;
+                }));
+                (id, beat)
+            });
         // Each worker receives and handles one message at a time, so a message never crosses
         // tasks between its receive and its acknowledgement.
         let tracker = TaskTracker::new();
@@ -201,6 +216,12 @@ impl Dispatcher {
             }
         }
 
+        if let Some((id, beat)) = announced {
+            drop(beat);
+            if let Err(e) = self.driver.withdraw(&id).await {
+                tracing::warn!("Withdrawing the announcement of worker {id} failed - {e}");
+            }
+        }
         if let Err(e) = self.driver.flush().await {
             tracing::warn!("Giving back prefetched messages failed - {e}");
         }

@@ -38,6 +38,11 @@ pub struct DispatcherOptions {
     /// on drivers with [`Capabilities::dead_letters`](crate::Capabilities::dead_letters).
     /// Default true; false drops it, as Hermes does.
     pub keep_dead_letters: bool,
+    /// How long the worker's announcement in the backend holds: it is renewed every third of
+    /// this while the dispatcher runs, removed when it stops, and expires this long after a
+    /// crash. On drivers with [`Capabilities::workers`](crate::Capabilities::workers); `None`
+    /// announces nothing. Default 30 s.
+    pub announce_ttl: Option<Duration>,
 }
 
 impl Default for DispatcherOptions {
@@ -53,6 +58,7 @@ impl Default for DispatcherOptions {
             time_limit: None,
             time_limit_grace: Duration::from_secs(1),
             keep_dead_letters: true,
+            announce_ttl: Some(Duration::from_secs(30)),
         }
     }
 }

@@ -34,6 +34,8 @@ pub(super) struct Context {
     pub(super) failure: Mutex<Option<Error>>,
     /// The metric handles of the registered types.
     pub(super) metrics: telemetry::WorkerMetrics,
+    /// The messages being handled, for the worker's announcement.
+    pub(super) running: super::announce::Running,
 }
 
 impl Context {
@@ -78,6 +80,7 @@ async fn process_in_span(ctx: &Context, delivery: Delivery, span: &tracing::Span
     let metrics = ctx.metrics.of(message.message_type());
     metrics.started(Duration::try_from_secs_f64(unix_now() - message.due()).unwrap_or_default());
     let _in_progress = ctx.metrics.in_progress();
+    let _running = ctx.running.start(message);
     let began = Instant::now();
     let outcome = tokio::select! {
         biased;

@@ -8,7 +8,7 @@ use hermes_core::time::unix_now;
 use hermes_core::{
     Capabilities, DEFAULT_PRIORITY, DeadKind, DeadLetter, DeadReason, Delivery, Driver, Error,
     JsonSerializer, Message, Priority, QueueState, QueueStats, Receipt, Replay, Retention,
-    Serializer, async_trait, validate_queue_name,
+    Serializer, WorkerInfo, async_trait, validate_queue_name,
 };
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -92,6 +92,8 @@ struct State {
     deadlines: BTreeSet<(Instant, u64)>,
     /// Dead letters of every queue, oldest first: failed messages and undecodable bodies.
     dead: VecDeque<Dead>,
+    /// Announced workers by id.
+    workers: BTreeMap<String, WorkerInfo>,
     sequence: u64,
 }
 
@@ -551,5 +553,26 @@ impl Driver for MemoryDriver {
 
     async fn delete(&self, priority: Priority, id: &str) -> Result<bool, Error> {
         self.delete_now(priority, id)
+    }
+
+    async fn announce(&self, worker: &WorkerInfo, ttl: Duration) -> Result<(), Error> {
+        let mut worker = worker.clone();
+        worker.expires = hermes_core::time::unix_now() + ttl.as_secs_f64();
+        self.lock().workers.insert(worker.id.clone(), worker);
+        Ok(())
+    }
+
+    async fn withdraw(&self, id: &str) -> Result<(), Error> {
+        self.lock().workers.remove(id);
+        Ok(())
+    }
+
+    async fn workers(&self) -> Result<Vec<WorkerInfo>, Error> {
+        let now = hermes_core::time::unix_now();
+        let mut state = self.lock();
+        state.workers.retain(|_, w| w.is_alive_at(now));
+        let mut workers: Vec<WorkerInfo> = state.workers.values().cloned().collect();
+        workers.sort_by(|a, b| a.started.total_cmp(&b.started));
+        Ok(workers)
     }
 }

@@ -175,6 +175,7 @@ macro_rules! conformance_suite {
             peek_leaves_messages_where_they_were,
             purge_empties_only_what_it_names,
             failed_messages_become_dead_letters_and_replay,
+            workers_are_listed_until_they_expire,
         );
     };
     (@tests $harness:expr; $($scenario:ident),* $(,)?) => {

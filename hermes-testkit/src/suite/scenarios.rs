@@ -16,6 +16,7 @@ use tokio::time::Instant;
 pub use super::inspection::{
     failed_messages_become_dead_letters_and_replay, peek_leaves_messages_where_they_were,
     purge_empties_only_what_it_names, stats_count_every_state,
+    workers_are_listed_until_they_expire,
 };
 pub use super::jobs::{
     a_handler_past_its_time_limit_is_cancelled_and_retried, typed_jobs_meet_php_messages,

@@ -1,0 +1,126 @@
+//! Live workers: what a running [`Dispatcher`](crate::Dispatcher) announces about itself in the
+//! backend, so that `hermes workers` and dashboards can list who is working on what.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::Priority;
+
+/// A running dispatcher, as it announces itself: where it runs, since when, how busy it is and
+/// the messages it handles now. Announced again every third of its time to live, so it
+/// disappears within that time of stopping or being killed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct WorkerInfo {
+    /// Unique per `handle` call: `<host>-<pid>-<random>`.
+    pub id: String,
+    /// The host name.
+    pub host: String,
+    /// The process id.
+    pub pid: u32,
+    /// When it started, as Unix seconds.
+    pub started: f64,
+    /// How many messages it may handle at once.
+    pub concurrency: usize,
+    /// How many it handles now.
+    pub busy: usize,
+    /// The priorities it takes from (empty: all).
+    pub priorities: Vec<Priority>,
+    /// The version of `hermes-core` it runs.
+    pub version: String,
+    /// The messages it handles now.
+    pub running: Vec<RunningMessage>,
+    /// Until when the announcement holds, as Unix seconds; past it the worker is gone.
+    pub expires: f64,
+}
+
+/// A message a worker handles now.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RunningMessage {
+    /// The message id.
+    pub id: String,
+    /// The message type.
+    #[serde(rename = "type")]
+    pub message_type: String,
+    /// Since when, as Unix seconds.
+    pub since: f64,
+}
+
+impl RunningMessage {
+    /// A message `id` of `message_type`, handled since `since` (Unix seconds).
+    pub fn new(id: impl Into<String>, message_type: impl Into<String>, since: f64) -> Self {
+        RunningMessage {
+            id: id.into(),
+            message_type: message_type.into(),
+            since,
+        }
+    }
+}
+
+impl WorkerInfo {
+    /// A worker of this process that started now, with `concurrency` and `priorities`,
+    /// announced for `ttl`.
+    pub fn new(concurrency: usize, priorities: &[Priority], ttl: Duration) -> Self {
+        let host = host_name();
+        let pid = std::process::id();
+        let now = crate::time::unix_now();
+        WorkerInfo {
+            id: format!("{host}-{pid}-{:08x}", rand::random::<u32>()),
+            host,
+            pid,
+            started: now,
+            concurrency,
+            busy: 0,
+            priorities: priorities.to_vec(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            running: Vec::new(),
+            expires: now + ttl.as_secs_f64(),
+        }
+    }
+
+    /// The worker as JSON, as the drivers store it.
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// A worker from [`to_json`](WorkerInfo::to_json)'s form; `None` for anything else.
+    pub fn from_json(json: &[u8]) -> Option<Self> {
+        serde_json::from_slice(json).ok()
+    }
+
+    /// Whether the announcement still holds at `now` (Unix seconds).
+    pub fn is_alive_at(&self, now: f64) -> bool {
+        self.expires > now
+    }
+}
+
+/// This machine's name: `HOSTNAME`, or the kernel's, or `localhost`.
+fn host_name() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_travels_as_json_and_expires() {
+        let mut worker = WorkerInfo::new(4, &[200, 100], Duration::from_secs(30));
+        worker
+            .running
+            .push(RunningMessage::new("m-1", "report.export", 1.5));
+        let back = WorkerInfo::from_json(&worker.to_json()).unwrap();
+        assert_eq!(back, worker);
+        assert!(back.id.starts_with(&format!("{}-{}-", back.host, back.pid)));
+        assert!(back.is_alive_at(crate::time::unix_now()));
+        assert!(!back.is_alive_at(back.expires + 1.0));
+        assert_eq!(WorkerInfo::from_json(b"{}"), None);
+    }
+}

@@ -1,0 +1,55 @@
+//! Live workers: the hash `<key>_workers` (in the queue's hash slot) maps each running
+//! dispatcher's id to its announcement; each announcement says until when it holds, and
+//! listing removes those past it. PHP Hermes never reads the key.
+
+use hermes_core::time::unix_now;
+use hermes_core::{Error, WorkerInfo};
+
+use crate::client::Reply;
+use crate::driver::RedisSetDriver;
+
+impl RedisSetDriver {
+    pub(crate) async fn announce_now(&self, worker: &WorkerInfo) -> Result<(), Error> {
+        let key = self.inner.keys.workers.as_bytes();
+        self.inner
+            .client
+            .command("HSET", &[key, worker.id.as_bytes(), &worker.to_json()])
+            .await?;
+        Ok(())
+    }
+
+    pub(crate) async fn withdraw_now(&self, id: &str) -> Result<(), Error> {
+        let key = self.inner.keys.workers.as_bytes();
+        self.inner
+            .client
+            .command("HDEL", &[key, id.as_bytes()])
+            .await?;
+        Ok(())
+    }
+
+    /// The announcements that hold, oldest worker first; expired ones are removed.
+    pub(crate) async fn workers_now(&self) -> Result<Vec<WorkerInfo>, Error> {
+        let key = self.inner.keys.workers.as_bytes();
+        let Reply::Array(items) = self.inner.client.command("HGETALL", &[key]).await? else {
+            return Ok(Vec::new());
+        };
+        let now = unix_now();
+        let mut workers = Vec::new();
+        let mut expired: Vec<Vec<u8>> = Vec::new();
+        let mut items = items.into_iter();
+        while let (Some(id), Some(value)) = (items.next(), items.next()) {
+            let worker = value.into_bytes().and_then(|v| WorkerInfo::from_json(&v));
+            match worker {
+                Some(worker) if worker.is_alive_at(now) => workers.push(worker),
+                _ => expired.extend(id.into_bytes()),
+            }
+        }
+        if !expired.is_empty() {
+            let mut args: Vec<&[u8]> = vec![key];
+            args.extend(expired.iter().map(Vec::as_slice));
+            self.inner.client.command("HDEL", &args).await?;
+        }
+        workers.sort_by(|a, b| a.started.total_cmp(&b.started));
+        Ok(workers)
+    }
+}
