@@ -105,6 +105,16 @@ pub(crate) enum Command {
     /// Ask the queue's workers to stop after their current message, as Hermes' shutdown does:
     /// through the RedisShutdown key on Redis, through a SharedFileShutdown file otherwise.
     Shutdown(#[command(flatten)] ShutdownArgs),
+    /// Serve the dashboard: the queue's figures, dead letters (replay, delete) and workers,
+    /// Prometheus text at /metrics and JSON at /api/stats. Stops on SIGINT or SIGTERM.
+    Dashboard {
+        /// The address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: std::net::SocketAddr,
+        /// Serve no action: nothing can be replayed or deleted.
+        #[arg(long)]
+        read_only: bool,
+    },
     /// The running workers: where, since when, how busy, and what they handle now.
     Workers {
         #[command(subcommand)]
@@ -148,6 +158,7 @@ impl Command {
             Command::Purge { .. } => "purge",
             Command::Shutdown(_) => "shutdown",
             Command::Workers { .. } => "workers",
+            Command::Dashboard { .. } => "dashboard",
         }
     }
 }

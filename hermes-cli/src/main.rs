@@ -15,6 +15,7 @@
 
 mod args;
 mod connect;
+mod dashboard;
 mod dead;
 mod emit;
 mod peek;
@@ -134,6 +135,9 @@ async fn run(args: &Args) -> Result<(), Failure> {
     {
         return stats::watch(&*driver, *json, *every, args.timeout).await;
     }
+    if let Command::Dashboard { listen, read_only } = &args.command {
+        return dashboard::serve(driver, *listen, *read_only, args.timeout).await;
+    }
     if let Command::Emit { .. } = &args.command {
         // Each message gets the whole bound: a long --count is not cut short, and the ids
         // printed are those queued.
@@ -142,7 +146,7 @@ async fn run(args: &Args) -> Result<(), Failure> {
     let done = async {
         match &args.command {
             Command::Stats { json, watch: _ } => stats::stats(&*driver, *json).await,
-            Command::Emit { .. } => Ok(()),
+            Command::Emit { .. } | Command::Dashboard { .. } => Ok(()),
             Command::Peek {
                 state,
                 priority,

@@ -82,7 +82,7 @@ fn print_table(stats: &[QueueStats]) {
     print!("{}", crate::table::render(&rows));
 }
 
-fn latency(figure: Figure<Duration>) -> String {
+pub(crate) fn latency(figure: Figure<Duration>) -> String {
     match figure {
         Figure::Exact(d) => format!("{:.1}s", d.as_secs_f64()),
         Figure::Approximate(d) => format!("~{:.1}s", d.as_secs_f64()),
@@ -99,7 +99,7 @@ fn count(figure: Figure<u64>) -> Value {
     }
 }
 
-fn to_json(queue: &QueueStats) -> Value {
+pub(crate) fn to_json(queue: &QueueStats) -> Value {
     let latency = match queue.latency {
         Figure::Exact(d) => json!(d.as_secs_f64()),
         Figure::Approximate(d) => json!({ "approximate": d.as_secs_f64() }),

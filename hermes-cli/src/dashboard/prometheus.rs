@@ -1,0 +1,108 @@
+//! `/metrics`: the queue gauges from the inspection contract, in Prometheus' text format.
+
+use std::fmt::Write;
+use std::sync::Arc;
+
+use axum::extract::State as Shared;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
+use hermes_core::{Figure, QueueStats};
+
+use super::State;
+
+/// The gauges of every queue: a figure the backend cannot tell is left out, never guessed.
+pub(crate) async fn metrics(Shared(state): Shared<Arc<State>>) -> Response {
+    let stats = match tokio::time::timeout(state.timeout, state.driver.stats()).await {
+        Ok(Ok(stats)) => stats,
+        Ok(Err(e)) => return (axum::http::StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
+        Err(_) => {
+            return (axum::http::StatusCode::GATEWAY_TIMEOUT, "no answer in time").into_response();
+        }
+    };
+    (
+        [(CONTENT_TYPE, "text/plain; version=0.0.4")],
+        render(&stats),
+    )
+        .into_response()
+}
+
+/// A gauge: its name, its help text, and its value for a queue (`None`: unknown).
+type Gauge = (&'static str, &'static str, fn(&QueueStats) -> Option<f64>);
+
+/// The exposition text of `stats`.
+pub(crate) fn render(stats: &[QueueStats]) -> String {
+    let mut text = String::new();
+    let gauges: [Gauge; 5] = [
+        ("hermes_queue_waiting", "Messages due now", |q| {
+            count(q.waiting)
+        }),
+        ("hermes_queue_delayed", "Messages due later", |q| {
+            count(q.delayed)
+        }),
+        (
+            "hermes_queue_in_flight",
+            "Messages claimed, not yet acknowledged",
+            |q| count(q.in_flight),
+        ),
+        ("hermes_queue_dead", "Dead letters", |q| count(q.dead)),
+        (
+            "hermes_queue_oldest_age_seconds",
+            "How long the oldest waiting message has been due",
+            |q| q.latency.value().map(|d| d.as_secs_f64()),
+        ),
+    ];
+    for (name, help, value) in gauges {
+        let _ = writeln!(text, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for queue in stats {
+            if let Some(v) = value(queue) {
+                let _ = writeln!(
+                    text,
+                    "{name}{{queue=\"{}\",priority=\"{}\"}} {v}",
+                    label(&queue.name),
+                    queue.priority
+                );
+            }
+        }
+    }
+    text
+}
+
+fn count(figure: Figure<u64>) -> Option<f64> {
+    figure.value().map(|n| n as f64)
+}
+
+/// A label value with `\`, `"` and newlines escaped.
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn unknown_figures_are_left_out_and_labels_escaped() {
+        let mut queue = QueueStats::unknown("jobs\"x", 100);
+        queue.waiting = Figure::Exact(3);
+        queue.delayed = Figure::Approximate(2);
+        queue.latency = Figure::Exact(Duration::from_millis(1500));
+        let text = render(&[queue]);
+        assert!(
+            text.contains("hermes_queue_waiting{queue=\"jobs\\\"x\",priority=\"100\"} 3\n"),
+            "{text}"
+        );
+        assert!(text.contains("hermes_queue_delayed{queue=\"jobs\\\"x\",priority=\"100\"} 2\n"));
+        assert!(text.contains(
+            "hermes_queue_oldest_age_seconds{queue=\"jobs\\\"x\",priority=\"100\"} 1.5\n"
+        ));
+        assert!(
+            !text.contains("hermes_queue_in_flight{"),
+            "unknown, so absent"
+        );
+        assert!(text.contains("# TYPE hermes_queue_dead gauge"));
+    }
+}

@@ -1,0 +1,265 @@
+//! `hermes dashboard` on a real queue (the filesystem driver, and Redis): the counts it shows
+//! match the driver's, `/metrics` and `/api/stats` say the same, a dead letter is shown escaped
+//! and replayed by its button's form (the worker's driver then receives it), a post without
+//! the page's token is refused, and `--read-only` serves no action.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use hermes_core::{DEFAULT_PRIORITY, DeadKind, DeadReason, Driver, Message};
+use hermes_fs::FileSystemDriver;
+
+/// A running dashboard: the child process and the address it printed.
+struct Dashboard {
+    child: Child,
+    address: String,
+}
+
+impl Dashboard {
+    fn start(url: &str, extra: &[&str]) -> Dashboard {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hermes"))
+            .args(["--url", url, "dashboard", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("running hermes dashboard");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let address = line
+            .trim()
+            .strip_prefix("hermes dashboard on http://")
+            .and_then(|a| a.strip_suffix('/'))
+            .unwrap_or_else(|| panic!("the first line names the address: {line:?}"))
+            .to_owned();
+        Dashboard { child, address }
+    }
+
+    /// The status and body of a request.
+    fn request(&self, method: &str, path: &str, form: &str) -> (u16, String) {
+        let mut stream = TcpStream::connect(&self.address).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        write!(
+            stream,
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\
+             Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{form}",
+            self.address,
+            form.len()
+        )
+        .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        let status = response
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let body = response
+            .split_once("\r\n\r\n")
+            .map_or(String::new(), |(_, b)| b.to_owned());
+        (status, body)
+    }
+
+    fn get(&self, path: &str) -> String {
+        let (status, body) = self.request("GET", path, "");
+        assert_eq!(status, 200, "GET {path}: {body}");
+        body
+    }
+
+    /// Stops it as Ctrl-C would; it must exit 0.
+    fn stop(mut self) {
+        let pid = self.child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-INT", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        assert_eq!(self.child.wait().unwrap().code(), Some(0));
+    }
+}
+
+impl Drop for Dashboard {
+    /// A test that failed half-way leaves no server behind.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The token in the first form of `page`.
+fn token(page: &str) -> String {
+    let at = page
+        .find("name=\"token\" value=\"")
+        .expect("a form with a token")
+        + 20;
+    page[at..at + 32].to_owned()
+}
+
+async fn bury(driver: &dyn Driver, id: &str, error: &str) {
+    let message = Message::builder("charge")
+        .id(id)
+        .retries(2)
+        .build()
+        .unwrap();
+    driver.send(&message, DEFAULT_PRIORITY).await.unwrap();
+    let delivery = driver
+        .receive(&[], Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    let reason = DeadReason::new(DeadKind::Failed, error).with_handler("Billing");
+    driver.dead_letter(&delivery, &reason).await.unwrap();
+}
+
+async fn the_dashboard_shows_and_repairs(url: &str, driver: &dyn Driver, queue_name: &str) {
+    bury(driver, "dead-1", "card <b>declined</b>").await;
+    for n in 0..2 {
+        let message = Message::builder("report.export")
+            .id(format!("w-{n}"))
+            .build()
+            .unwrap();
+        driver.send(&message, DEFAULT_PRIORITY).await.unwrap();
+    }
+    let worker = hermes_core::WorkerInfo::new(2, &[], Duration::from_secs(60));
+    driver
+        .announce(&worker, Duration::from_secs(60))
+        .await
+        .unwrap();
+
+    let dashboard = Dashboard::start(url, &[]);
+    let overview = dashboard.get("/");
+    assert!(overview.contains("id=\"waiting\">2<"), "{overview}");
+    assert!(overview.contains("id=\"dead\">1<"), "{overview}");
+    let api: serde_json::Value = serde_json::from_str(&dashboard.get("/api/stats")).unwrap();
+    let queue = api["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["priority"] == DEFAULT_PRIORITY)
+        .unwrap()
+        .clone();
+    let stats = driver.stats().await.unwrap();
+    let ours = stats
+        .iter()
+        .find(|q| q.priority == DEFAULT_PRIORITY)
+        .unwrap();
+    assert_eq!(
+        queue["waiting"].as_u64(),
+        ours.waiting.value(),
+        "the driver's count"
+    );
+    assert_eq!(queue["dead"].as_u64(), Some(1));
+    let metrics = dashboard.get("/metrics");
+    assert!(
+        metrics.contains(&format!(
+            "hermes_queue_waiting{{queue=\"{queue_name}\",priority=\"100\"}} 2\n"
+        )),
+        "{metrics}"
+    );
+    assert!(dashboard.get("/workers").contains(&worker.id));
+
+    let dead = dashboard.get("/dead");
+    assert!(dead.contains("dead-1"), "{dead}");
+    assert!(
+        dead.contains("card &lt;b&gt;declined&lt;/b&gt;") && !dead.contains("<b>declined"),
+        "the error is escaped"
+    );
+    let token = token(&dead);
+    let (status, _) = dashboard.request("POST", "/dead/replay", "id=dead-1&priority=100");
+    assert_eq!(status, 422, "a form without a token is refused");
+    let (status, _) = dashboard.request(
+        "POST",
+        "/dead/replay",
+        &format!("token={}&id=dead-1&priority=100", "0".repeat(32)),
+    );
+    assert_eq!(
+        status, 403,
+        "another site's form has no token of this server"
+    );
+    assert_eq!(
+        driver
+            .dead_letters(DEFAULT_PRIORITY, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    let (status, _) = dashboard.request(
+        "POST",
+        "/dead/replay",
+        &format!("token={token}&id=dead-1&priority=100"),
+    );
+    assert_eq!(status, 303, "replayed, back to the list");
+    assert!(
+        driver
+            .dead_letters(DEFAULT_PRIORITY, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let mut seen = Vec::new();
+    while let Some(d) = driver
+        .receive(&[], Duration::from_millis(500))
+        .await
+        .unwrap()
+    {
+        seen.push((d.message().id().to_owned(), d.message().retries()));
+        driver.ack(&d).await.unwrap();
+    }
+    assert!(seen.contains(&("dead-1".to_owned(), 0)), "{seen:?}");
+    dashboard.stop();
+
+    bury(driver, "dead-2", "again").await;
+    let read_only = Dashboard::start(url, &["--read-only"]);
+    let dead = read_only.get("/dead");
+    assert!(dead.contains("dead-2") && !dead.contains("<form"), "{dead}");
+    let (status, _) = read_only.request("POST", "/dead/replay", "token=x&id=dead-2");
+    assert!(status == 404 || status == 405, "no action at all: {status}");
+    read_only.stop();
+    driver.withdraw(&worker.id).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_on_the_filesystem() {
+    let dir = std::env::temp_dir().join(format!("hermes-dashboard-{}", std::process::id()));
+    let url = format!("file://{}?queue=jobs", dir.display());
+    let driver = FileSystemDriver::from_url(&url).unwrap();
+    the_dashboard_shows_and_repairs(&url, &driver, "jobs").await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_on_redis() {
+    let key = hermes_testkit::suite::unique_queue_name("dashboard");
+    let base =
+        std::env::var("HERMES_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+    let url = format!("{base}/0?key={key}&schedule_key={key}_schedule");
+    let driver = hermes_redis::RedisSetDriver::from_url(&url)
+        .await
+        .expect("Redis");
+    the_dashboard_shows_and_repairs(&url, &driver, &key).await;
+    for suffix in [
+        "",
+        "_schedule",
+        "_in_flight",
+        "_dead",
+        "_dead_letters",
+        "_workers",
+    ] {
+        let name = format!("{key}{suffix}");
+        driver
+            .client()
+            .command("DEL", &[name.as_bytes()])
+            .await
+            .unwrap();
+    }
+}
