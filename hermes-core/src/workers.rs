@@ -90,6 +90,16 @@ impl WorkerInfo {
         serde_json::from_slice(json).ok()
     }
 
+    /// The same announcement, holding until `ttl` from now: what a driver stores on
+    /// [`Driver::announce`](crate::Driver::announce).
+    #[must_use]
+    pub fn expiring_in(&self, ttl: Duration) -> Self {
+        WorkerInfo {
+            expires: crate::time::unix_now() + ttl.as_secs_f64(),
+            ..self.clone()
+        }
+    }
+
     /// Whether the announcement still holds at `now` (Unix seconds).
     pub fn is_alive_at(&self, now: f64) -> bool {
         self.expires > now

@@ -329,8 +329,7 @@ impl Driver for RedisSetDriver {
     }
 
     async fn announce(&self, worker: &WorkerInfo, ttl: Duration) -> Result<(), Error> {
-        let mut worker = worker.clone();
-        worker.expires = unix_now() + ttl.as_secs_f64();
+        let worker = worker.expiring_in(ttl);
         self.announce_now(&worker).await
     }
 

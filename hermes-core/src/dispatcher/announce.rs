@@ -55,7 +55,6 @@ pub(super) async fn keep_announced(ctx: &Context, mut info: WorkerInfo, ttl: Dur
     loop {
         info.running = ctx.running.snapshot();
         info.busy = info.running.len();
-        info.expires = unix_now() + ttl.as_secs_f64();
         if let Err(e) = ctx.driver.announce(&info, ttl).await {
             tracing::warn!("Announcing worker {} failed - {e}", info.id);
         }
