@@ -31,6 +31,15 @@ pub struct WorkerInfo {
     pub version: String,
     /// The messages it handles now.
     pub running: Vec<RunningMessage>,
+    /// How many messages it finished handling since it started, failed ones included.
+    #[serde(default)]
+    pub handled: u64,
+    /// How many of those failed (a handler failed, panicked or ran out of time).
+    #[serde(default)]
+    pub failed: u64,
+    /// When this announcement was made, as Unix seconds.
+    #[serde(default)]
+    pub announced: f64,
     /// Until when the announcement holds, as Unix seconds; past it the worker is gone.
     pub expires: f64,
 }
@@ -76,6 +85,9 @@ impl WorkerInfo {
             priorities: priorities.to_vec(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
             running: Vec::new(),
+            handled: 0,
+            failed: 0,
+            announced: now,
             expires: now + ttl.as_secs_f64(),
         }
     }
@@ -90,12 +102,14 @@ impl WorkerInfo {
         serde_json::from_slice(json).ok()
     }
 
-    /// The same announcement, holding until `ttl` from now: what a driver stores on
-    /// [`Driver::announce`](crate::Driver::announce).
+    /// The same announcement, made now and holding until `ttl` from now: what a driver stores
+    /// on [`Driver::announce`](crate::Driver::announce).
     #[must_use]
     pub fn expiring_in(&self, ttl: Duration) -> Self {
+        let now = crate::time::unix_now();
         WorkerInfo {
-            expires: crate::time::unix_now() + ttl.as_secs_f64(),
+            announced: now,
+            expires: now + ttl.as_secs_f64(),
             ..self.clone()
         }
     }
@@ -132,5 +146,17 @@ mod tests {
         assert!(back.is_alive_at(crate::time::unix_now()));
         assert!(!back.is_alive_at(back.expires + 1.0));
         assert_eq!(WorkerInfo::from_json(b"{}"), None);
+    }
+
+    #[test]
+    fn an_announcement_without_counts_reads_as_zero() {
+        let mut json: serde_json::Value =
+            serde_json::from_slice(&WorkerInfo::new(1, &[], Duration::from_secs(3)).to_json())
+                .unwrap();
+        for key in ["handled", "failed", "announced"] {
+            json.as_object_mut().unwrap().remove(key);
+        }
+        let back = WorkerInfo::from_json(json.to_string().as_bytes()).unwrap();
+        assert_eq!((back.handled, back.failed, back.announced), (0, 0, 0.0));
     }
 }

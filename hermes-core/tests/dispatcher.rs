@@ -519,3 +519,44 @@ fn rand_u64() -> u64 {
     use std::hash::{BuildHasher, RandomState};
     RandomState::new().hash_one(std::time::SystemTime::now())
 }
+
+#[tokio::test]
+async fn the_announcement_counts_handled_and_failed_messages() {
+    let (_logs, _guard) = LogCapture::install();
+    let driver = MemoryDriver::new();
+    queue(&driver, "a", "ok", DEFAULT_PRIORITY).await;
+    queue(&driver, "b", "bad", DEFAULT_PRIORITY).await;
+    queue(&driver, "c", "ok", DEFAULT_PRIORITY).await;
+    queue(&driver, "d", "hold", DEFAULT_PRIORITY).await;
+    let (release_tx, release_rx) = tokio::sync::watch::channel(false);
+    let mut options = DispatcherOptions::default();
+    options.max_items = 4;
+    options.announce_ttl = Some(Duration::from_millis(300));
+    let mut dispatcher = Dispatcher::new(driver.clone()).options(options);
+    dispatcher.register_fn("ok", |_m| async { Ok(true) });
+    dispatcher.register_handler("bad", failing("bad", None));
+    dispatcher.register_fn("hold", move |_m| {
+        let mut release = release_rx.clone();
+        async move {
+            let _ = release.wait_for(|go| *go).await;
+            Ok(true)
+        }
+    });
+    let running = tokio::spawn(async move { dispatcher.handle(&[]).await });
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let me = loop {
+        let workers = driver.workers().await.unwrap();
+        if let Some(me) = workers.into_iter().find(|w| w.busy == 1 && w.handled == 3) {
+            break me;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the worker announced three handled messages while the fourth ran"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(me.failed, 1, "one of the three failed");
+    assert!(me.announced >= me.started && me.announced < me.expires);
+    release_tx.send(true).unwrap();
+    running.await.unwrap().unwrap();
+}

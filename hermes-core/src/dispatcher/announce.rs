@@ -15,6 +15,8 @@ use crate::{Message, RunningMessage, WorkerInfo};
 pub(super) struct Running {
     next: AtomicU64,
     now: Mutex<HashMap<u64, RunningMessage>>,
+    handled: AtomicU64,
+    failed: AtomicU64,
 }
 
 impl Running {
@@ -24,6 +26,14 @@ impl Running {
         let entry = RunningMessage::new(message.id(), message.message_type(), unix_now());
         self.lock().insert(key, entry);
         RunningGuard { running: self, key }
+    }
+
+    /// Counts a message whose handlers finished, `failed` or not.
+    pub(super) fn finished(&self, failed: bool) {
+        self.handled.fetch_add(1, Ordering::Relaxed);
+        if failed {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, RunningMessage>> {
@@ -55,6 +65,8 @@ pub(super) async fn keep_announced(ctx: &Context, mut info: WorkerInfo, ttl: Dur
     loop {
         info.running = ctx.running.snapshot();
         info.busy = info.running.len();
+        info.handled = ctx.running.handled.load(Ordering::Relaxed);
+        info.failed = ctx.running.failed.load(Ordering::Relaxed);
         if let Err(e) = ctx.driver.announce(&info, ttl).await {
             tracing::warn!("Announcing worker {} failed - {e}", info.id);
         }

@@ -94,6 +94,8 @@ async fn process_in_span(ctx: &Context, delivery: Delivery, span: &tracing::Span
         span.record("outcome", outcome);
         span.record("duration_ms", took.as_secs_f64() * 1000.0);
         metrics.handled(outcome, took);
+        ctx.running
+            .finished(matches!(outcome, "failed" | "timed_out" | "panicked"));
     }
     let Some(report) = outcome else {
         tracing::warn!(

@@ -342,6 +342,8 @@ pub async fn workers_are_listed_until_they_expire<H: Harness>(h: &H, queue: &str
         1.0,
     ));
     lasting.busy = 1;
+    lasting.handled = 7;
+    lasting.failed = 2;
     driver
         .announce(&brief, Duration::from_secs(1))
         .await
@@ -359,6 +361,8 @@ pub async fn workers_are_listed_until_they_expire<H: Harness>(h: &H, queue: &str
     let found = listed.iter().find(|w| w.id == lasting.id).expect("listed");
     assert_eq!(found.running, lasting.running);
     assert_eq!((found.busy, found.concurrency), (1, 4));
+    assert_eq!((found.handled, found.failed), (7, 2));
+    assert!(found.announced > 0.0 && found.announced < found.expires);
     tokio::time::sleep(Duration::from_millis(1300)).await;
     let listed = driver.workers().await.expect("listing workers");
     assert!(listed.iter().all(|w| w.id != brief.id), "expired, so gone");
