@@ -103,3 +103,8 @@ ensure_sqs() {
   started+=("kill $!")
   wait_for 60 bash -c 'exec 3<>/dev/tcp/127.0.0.1/4566'
 }
+
+# The PHP command line, for the test that runs Hermes' PHP serializer on Rust's messages.
+ensure_php() {
+  need php php-cli
+}

@@ -26,10 +26,16 @@ use crate::{Driver, Error, Message, Priority};
 /// The log line of each sent message carries its id, created time and type. The payload is left
 /// out, as payloads carry personal data, unless [`log_payloads`](Emitter::log_payloads) asks for
 /// it (Hermes' own log context has it).
+///
+/// With the `opentelemetry` feature, `propagate_trace(true)` makes each message carry the W3C
+/// trace context of its `hermes.emit` span, so the worker's `hermes.handle` span continues the
+/// trace.
 #[derive(Debug, Clone)]
 pub struct Emitter {
     driver: Arc<dyn Driver>,
     log_payloads: bool,
+    #[cfg(feature = "opentelemetry")]
+    propagate_trace: bool,
 }
 
 impl Emitter {
@@ -44,6 +50,8 @@ impl Emitter {
         Emitter {
             driver,
             log_payloads: false,
+            #[cfg(feature = "opentelemetry")]
+            propagate_trace: false,
         }
     }
 
@@ -52,6 +60,22 @@ impl Emitter {
     #[must_use]
     pub fn log_payloads(mut self, log_payloads: bool) -> Self {
         self.log_payloads = log_payloads;
+        self
+    }
+
+    /// Whether each message sent carries the W3C trace context of its `hermes.emit` span as
+    /// its [`traceparent`](Message::traceparent), so that a worker's `hermes.handle` span
+    /// continues the trace: its parent is the `hermes.emit` span, a child of the span `emit`
+    /// was called in. Default false.
+    ///
+    /// It takes effect when the subscriber has a `tracing-opentelemetry` layer and the
+    /// `hermes.emit` span is enabled (it is at info level), so that the span has a valid
+    /// OpenTelemetry span context; otherwise the message goes as it is. A message that already
+    /// has a traceparent keeps it. PHP workers ignore the key; their retry copies drop it.
+    #[cfg(feature = "opentelemetry")]
+    #[must_use]
+    pub fn propagate_trace(mut self, propagate_trace: bool) -> Self {
+        self.propagate_trace = propagate_trace;
         self
     }
 
@@ -77,6 +101,10 @@ impl Emitter {
             priority,
             driver = self.driver.name(),
         );
+        #[cfg(feature = "opentelemetry")]
+        let traced = self.with_trace_context(std::slice::from_ref(message), &span);
+        #[cfg(feature = "opentelemetry")]
+        let message = traced.as_ref().map_or(message, |copies| &copies[0]);
         async {
             self.driver.send(message, priority).await?;
             self.log_sent(message, priority);
@@ -109,6 +137,10 @@ impl Emitter {
             priority,
             driver = self.driver.name(),
         );
+        #[cfg(feature = "opentelemetry")]
+        let traced = self.with_trace_context(messages, &span);
+        #[cfg(feature = "opentelemetry")]
+        let messages = traced.as_deref().unwrap_or(messages);
         async {
             self.driver.send_batch(messages, priority).await?;
             for message in messages {
@@ -118,6 +150,29 @@ impl Emitter {
         }
         .instrument(span)
         .await
+    }
+
+    /// Copies of `messages` that carry the trace context of `span` where they had none, when
+    /// the emitter propagates traces and the span has a valid one; `None` when nothing changes.
+    #[cfg(feature = "opentelemetry")]
+    fn with_trace_context(
+        &self,
+        messages: &[Message],
+        span: &tracing::Span,
+    ) -> Option<Vec<Message>> {
+        if !self.propagate_trace || messages.iter().all(|m| m.traceparent().is_some()) {
+            return None;
+        }
+        let traceparent = crate::traceparent::of_span(span)?;
+        Some(
+            messages
+                .iter()
+                .map(|m| match m.traceparent() {
+                    Some(_) => m.clone(),
+                    None => m.with_traceparent(traceparent.clone()),
+                })
+                .collect(),
+        )
     }
 
     /// The info line (and the count) of a message the driver has.

@@ -70,6 +70,7 @@ mod shutdown;
 pub mod task;
 pub mod telemetry;
 pub mod time;
+mod traceparent;
 mod workers;
 
 pub use context::JobContext;

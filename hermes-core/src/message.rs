@@ -34,6 +34,9 @@ pub const LATEST_DUE: f64 = 253_402_300_799.0;
 /// # Ok::<(), hermes_core::Error>(())
 /// ```
 ///
+/// A message may also carry a W3C [`traceparent`](Message::traceparent), so the worker's span
+/// continues the emitter's trace. It travels as an extra key Hermes' PHP decoder ignores.
+///
 /// Its `Debug` output leaves the payload out (payloads carry personal data): it shows only
 /// whether there is one and its size.
 #[derive(Clone, PartialEq)]
@@ -44,6 +47,7 @@ pub struct Message {
     created: f64,
     execute_at: Option<f64>,
     retries: u32,
+    traceparent: Option<String>,
 }
 
 impl Message {
@@ -56,6 +60,7 @@ impl Message {
             created: unix_now(),
             execute_at: None,
             retries: 0,
+            traceparent: None,
         }
     }
 
@@ -117,6 +122,16 @@ impl Message {
         self.retries
     }
 
+    /// The W3C trace context of the span the message was emitted in: a `traceparent` header
+    /// value, `00-<32 hex trace id>-<16 hex span id>-<2 hex flags>`, or `None`.
+    ///
+    /// With the `opentelemetry` feature an [`Emitter`](crate::Emitter) told to propagate traces
+    /// sets it, and the worker's `hermes.handle` span continues that trace. A decoded message
+    /// has one only when the stored value is a valid `traceparent` of version 00.
+    pub fn traceparent(&self) -> Option<&str> {
+        self.traceparent.as_deref()
+    }
+
     /// Whether the message is due at Unix time `now` (it has no `execute_at`, or it has passed).
     pub fn is_due_at(&self, now: f64) -> bool {
         self.execute_at.is_none_or(|at| at <= now)
@@ -150,8 +165,8 @@ impl Message {
         }
     }
 
-    /// The copy a retry sends: the same id, type, payload and created time, `retries + 1`, due at
-    /// `execute_at`.
+    /// The copy a retry sends: the same id, type, payload, created time and traceparent,
+    /// `retries + 1`, due at `execute_at`.
     pub fn retry_copy(&self, execute_at: f64) -> Message {
         Message {
             retries: self.retries.saturating_add(1),
@@ -160,8 +175,8 @@ impl Message {
         }
     }
 
-    /// The copy a replay of a dead letter sends: the same id, type, payload and created time,
-    /// due now, with its retries reset to 0 unless `keep_retries`.
+    /// The copy a replay of a dead letter sends: the same id, type, payload, created time and
+    /// traceparent, due now, with its retries reset to 0 unless `keep_retries`.
     pub fn replay_copy(&self, keep_retries: bool) -> Message {
         Message {
             retries: if keep_retries { self.retries } else { 0 },
@@ -171,7 +186,8 @@ impl Message {
     }
 
     /// Builds a message from decoded parts, applying Hermes' rules: an empty id becomes a fresh
-    /// UUID, a payload that is not an object or array becomes `None`.
+    /// UUID, a payload that is not an object or array becomes `None`; and an invalid
+    /// traceparent is dropped.
     pub(crate) fn from_parts(
         id: String,
         message_type: String,
@@ -179,6 +195,7 @@ impl Message {
         created: f64,
         execute_at: Option<f64>,
         retries: u32,
+        traceparent: Option<String>,
     ) -> Message {
         Message {
             id: if id.is_empty() { new_id() } else { id },
@@ -187,6 +204,16 @@ impl Message {
             created,
             execute_at,
             retries,
+            traceparent: traceparent.filter(|t| crate::traceparent::is_valid(t)),
+        }
+    }
+
+    /// This message with `traceparent`, which the caller has checked is valid.
+    #[cfg(feature = "opentelemetry")]
+    pub(crate) fn with_traceparent(&self, traceparent: String) -> Message {
+        Message {
+            traceparent: Some(traceparent),
+            ..self.clone()
         }
     }
 }
@@ -205,6 +232,7 @@ impl std::fmt::Debug for Message {
             .field("created", &self.created)
             .field("execute_at", &self.execute_at)
             .field("retries", &self.retries)
+            .field("traceparent", &self.traceparent)
             .finish()
     }
 }
@@ -271,11 +299,24 @@ impl MessageBuilder {
         self
     }
 
+    /// Sets the W3C trace context the message carries (see [`Message::traceparent`]): a
+    /// `traceparent` header value of version 00, lower-case hex, neither id all zeros. Anything
+    /// else makes [`build`](Self::build) fail.
+    pub fn traceparent(mut self, traceparent: impl Into<String>) -> Self {
+        let traceparent = traceparent.into();
+        if crate::traceparent::is_valid(&traceparent) {
+            self.message.traceparent = Some(traceparent);
+        } else {
+            self.fail("the traceparent is not a W3C traceparent of version 00");
+        }
+        self
+    }
+
     /// The message.
     ///
     /// # Errors
-    /// [`Error::InvalidMessage`] for a payload that is not a JSON object or array, or times
-    /// [`Message::check`] refuses (not finite, due after the year 9999).
+    /// [`Error::InvalidMessage`] for a payload that is not a JSON object or array, an invalid
+    /// traceparent, or times [`Message::check`] refuses (not finite, due after the year 9999).
     pub fn build(self) -> Result<Message, Error> {
         if let Some(error) = self.error {
             return Err(Error::InvalidMessage(error));
@@ -502,13 +543,41 @@ mod tests {
         assert!(err.contains("missing field `lines`"), "{err}");
     }
 
+    const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
     #[test]
     fn retry_copy_keeps_identity() {
-        let m = Message::builder("t").id("x").retries(2).build().unwrap();
+        let m = Message::builder("t")
+            .id("x")
+            .retries(2)
+            .traceparent(TRACEPARENT)
+            .build()
+            .unwrap();
         let copy = m.retry_copy(10.0);
         assert_eq!(copy.id(), "x");
         assert_eq!(copy.created(), m.created());
         assert_eq!(copy.retries(), 3);
         assert_eq!(copy.execute_at(), Some(10.0));
+        assert_eq!(copy.traceparent(), Some(TRACEPARENT));
+        let replay = copy.replay_copy(false);
+        assert_eq!(replay.retries(), 0);
+        assert_eq!(replay.traceparent(), Some(TRACEPARENT));
+    }
+
+    #[test]
+    fn the_builder_takes_only_a_valid_traceparent() {
+        assert_eq!(Message::new("t").traceparent(), None);
+        let m = Message::builder("t")
+            .traceparent(TRACEPARENT)
+            .build()
+            .unwrap();
+        assert_eq!(m.traceparent(), Some(TRACEPARENT));
+        assert!(format!("{m:?}").contains(TRACEPARENT), "{m:?}");
+        let err = Message::builder("t")
+            .traceparent("00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01")
+            .build()
+            .unwrap_err();
+        assert!(err.to_string().contains("traceparent"), "{err}");
+        assert!(Message::builder("t").traceparent("").build().is_err());
     }
 }

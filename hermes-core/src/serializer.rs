@@ -38,7 +38,12 @@ pub trait Serializer: Debug + Send + Sync + 'static {
 /// Decoding follows Hermes' rules: `type`, `id` and `created` are required (`null` counts as
 /// missing); an empty id becomes a fresh UUID and a non-string id is an error; a payload that is
 /// not an object or array becomes `None`; `execute_at` and `retries` accept numbers and numeric
-/// strings (else none and 0).
+/// strings (else none and 0). Other keys are ignored, as PHP ignores them.
+///
+/// A message with a [`traceparent`](Message::traceparent) has it as one more key after
+/// `retries` (`,"traceparent":"00-…-…-01"`); PHP's decoder ignores it. Without one the bytes
+/// are exactly PHP's. On decoding, a `traceparent` that is not a string holding a valid W3C
+/// `traceparent` of version 00 is ignored.
 ///
 /// ```
 /// use hermes_core::{JsonSerializer, Message, Serializer};
@@ -73,6 +78,11 @@ impl Serializer for JsonSerializer {
         }
         out.extend_from_slice(b",\"retries\":");
         write_integer(&mut out, message.retries());
+        // Only when present, so a message without one is byte for byte what PHP writes.
+        if let Some(traceparent) = message.traceparent() {
+            out.extend_from_slice(b",\"traceparent\":");
+            write_string(&mut out, traceparent);
+        }
         out.extend_from_slice(b"}}");
         Ok(out)
     }
@@ -106,6 +116,11 @@ impl Serializer for JsonSerializer {
         let retries = take(&mut fields, "retries")
             .and_then(|v| number(&v))
             .map_or(0, |r| r.clamp(0.0, f64::from(u32::MAX)) as u32);
+        // A foreign producer's bad value is dropped, never a reason to lose the message.
+        let traceparent = match take(&mut fields, "traceparent") {
+            Some(Value::String(s)) => Some(s),
+            _ => None,
+        };
         Ok(Message::from_parts(
             id,
             message_type,
@@ -113,6 +128,7 @@ impl Serializer for JsonSerializer {
             created,
             execute_at,
             retries,
+            traceparent,
         ))
     }
 }

@@ -19,9 +19,21 @@
 //! rejected payload ([`HandlerOutcome::Rejected`]) both count as `failed`.
 //!
 //! Spans: `hermes.handle` around all handlers of one message (fields `id`, `type`,
-//! `priority`, `retries`, `driver`, and `outcome` and `duration_ms` once known), and
+//! `priority`, `retries`, `driver`, `traceparent` when the message has one, and `outcome` and
+//! `duration_ms` once known), and
 //! `hermes.emit` around each emit (`id`, `type`, `priority`, `driver`; for a batch `count`
 //! instead of `id`). Hermes' log lines are emitted inside them.
+//!
+//! Trace context: a message may carry a W3C `traceparent`
+//! ([`Message::traceparent`](crate::Message::traceparent)), an extra JSON key PHP's decoder
+//! ignores. `hermes.handle` records it as its `traceparent` field, so logs of the worker can be
+//! matched to the emitter's trace. With the `opentelemetry` feature (off by default, adding the
+//! `opentelemetry` and `tracing-opentelemetry` dependencies), `Emitter::propagate_trace(true)`
+//! puts the trace context of the `hermes.emit` span in each message that has none, when the
+//! subscriber has a `tracing-opentelemetry` layer; and a worker makes the remote span a
+//! message names the parent of its `hermes.handle` span, so the handling continues the
+//! emitter's trace. Without the feature the traceparent is carried through untouched and none
+//! of this is compiled.
 //!
 //! ```
 //! // With a recorder installed (metrics-exporter-prometheus, say), describe the metrics once:

@@ -63,6 +63,77 @@ fn built_messages_encode_as_php_would() {
     assert_eq!(encode(&m), PHP_DELAYED_RETRY);
 }
 
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+/// [`PHP_DELAYED_RETRY`] with a traceparent: one more key after `retries`.
+fn delayed_retry_with(traceparent: &str) -> String {
+    PHP_DELAYED_RETRY.replace(
+        ",\"retries\":3}}",
+        &format!(",\"retries\":3,\"traceparent\":{traceparent}}}}}"),
+    )
+}
+
+#[test]
+fn a_traceparent_is_one_more_key_after_retries() {
+    let m = Message::builder("t")
+        .id("id-2")
+        .created(1700000000.0)
+        .payload(&json!([]))
+        .execute_at(1700000100.5)
+        .retries(3)
+        .traceparent(TRACEPARENT)
+        .build()
+        .unwrap();
+    let with = delayed_retry_with(&format!("\"{TRACEPARENT}\""));
+    assert_eq!(encode(&m), with);
+    let back = decode(&with).unwrap();
+    assert_eq!(back, m);
+    assert_eq!(back.traceparent(), Some(TRACEPARENT));
+    assert_eq!(encode(&back), with);
+    // Its retry copy and its replay carry it on.
+    assert!(encode(&m.retry_copy(1700000200.0)).contains(TRACEPARENT));
+    assert!(encode(&m.replay_copy(false)).contains(TRACEPARENT));
+}
+
+#[test]
+fn without_a_traceparent_the_bytes_are_phps() {
+    for php in [PHP_SEND_EMAIL, PHP_DELAYED_RETRY] {
+        let m = decode(php).unwrap();
+        assert_eq!(m.traceparent(), None);
+        assert_eq!(encode(&m), php);
+        assert!(!encode(&m).contains("traceparent"));
+    }
+    assert!(!encode(&Message::new("t")).contains("traceparent"));
+}
+
+#[test]
+fn an_invalid_or_non_string_traceparent_is_ignored_and_the_message_kept() {
+    for value in [
+        "null".to_owned(),
+        "1".to_owned(),
+        "true".to_owned(),
+        "[]".to_owned(),
+        format!("[\"{TRACEPARENT}\"]"),
+        format!("{{\"traceparent\":\"{TRACEPARENT}\"}}"),
+        "\"\"".to_owned(),
+        "\"junk\"".to_owned(),
+        format!("\"{}\"", TRACEPARENT.to_uppercase()),
+        format!("\"01{}\"", &TRACEPARENT[2..]),
+        format!("\"{TRACEPARENT}-00\""),
+        "\"00-00000000000000000000000000000000-00f067aa0ba902b7-01\"".to_owned(),
+        "\"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01\"".to_owned(),
+        "\"00-4bf92f3577b34da6a3ce929d0e0e47\\u00e9-00f067aa0ba902b7-01\"".to_owned(),
+    ] {
+        let bytes = delayed_retry_with(&value);
+        let m = decode(&bytes).unwrap_or_else(|e| panic!("{value}: {e}"));
+        assert_eq!(m.traceparent(), None, "{value}");
+        assert_eq!(m.id(), "id-2");
+        assert_eq!(m.retries(), 3);
+        assert_eq!(m.execute_at(), Some(1700000100.5));
+        assert_eq!(encode(&m), PHP_DELAYED_RETRY, "{value}");
+    }
+}
+
 #[test]
 fn payload_keys_keep_the_order_they_were_written_in() {
     let json = r#"{"message":{"id":"x","type":"t","created":1,"payload":{"zeta":1,"alpha":2,"mid":{"b":1,"a":2}},"execute_at":null,"retries":0}}"#;
@@ -331,8 +402,15 @@ proptest! {
             any::<f64>().prop_filter("a due time", |f| f.is_finite() && *f <= hermes_core::LATEST_DUE),
         ),
         retries in any::<u32>(),
+        traceparent in proptest::option::of(
+            "00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}"
+                .prop_filter("non-zero ids", |t| !t[3..35].bytes().all(|b| b == b'0') && !t[36..52].bytes().all(|b| b == b'0')),
+        ),
     ) {
         let mut builder = Message::builder(message_type).id(id).created(created).retries(retries);
+        if let Some(traceparent) = &traceparent {
+            builder = builder.traceparent(traceparent);
+        }
         if let Some(payload) = &payload {
             builder = builder.payload(payload);
         }
@@ -348,6 +426,7 @@ proptest! {
         prop_assert_eq!(back.created(), message.created());
         prop_assert_eq!(back.execute_at(), message.execute_at());
         prop_assert_eq!(back.retries(), message.retries());
+        prop_assert_eq!(back.traceparent(), traceparent.as_deref());
         // A whole-number float is written without a fraction, as PHP does, so it reads back as
         // an integer of the same value.
         prop_assert!(same_json(back.payload(), message.payload()), "{:?} != {:?}", back.payload(), message.payload());

@@ -310,3 +310,43 @@ fn each_message_is_handled_in_one_span_and_each_emit_in_another() {
             .any(|e| e.starts_with("Emitter send message #"))
     }));
 }
+
+#[test]
+fn a_handle_span_records_the_traceparent_of_its_message() {
+    const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let spans = Spans::default();
+    let subscriber = tracing_subscriber::registry().with(spans.clone());
+    let _default = tracing::subscriber::set_default(subscriber);
+    let driver = MemoryDriver::new();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let emitter = Emitter::new(driver.clone());
+            let traced = Message::builder("fine")
+                .traceparent(TRACEPARENT)
+                .build()
+                .unwrap();
+            emitter.emit(&traced, DEFAULT_PRIORITY).await.unwrap();
+            emitter
+                .emit(&Message::new("fine"), DEFAULT_PRIORITY)
+                .await
+                .unwrap();
+            let mut dispatcher = Dispatcher::new(driver.clone()).max_items(2);
+            dispatcher.register_fn("fine", |_m| async { Ok(true) });
+            dispatcher.handle(&[]).await.unwrap();
+        });
+    let closed = spans.closed.lock().unwrap().clone();
+    let mut traceparents: Vec<Option<String>> = closed
+        .iter()
+        .filter(|s| s.name == "hermes.handle")
+        .map(|s| s.fields.get("traceparent").cloned())
+        .collect();
+    traceparents.sort();
+    assert_eq!(
+        traceparents,
+        [None, Some(TRACEPARENT.to_owned())],
+        "recorded when the message has one"
+    );
+}

@@ -64,9 +64,15 @@ pub(super) async fn process(ctx: &Context, delivery: Delivery) {
         priority = delivery.priority(),
         retries = message.retries(),
         driver = ctx.driver.name(),
+        traceparent = message.traceparent(),
         outcome = tracing::field::Empty,
         duration_ms = tracing::field::Empty,
     );
+    // The emitter's trace goes on here: the span's parent is the remote span the message names.
+    #[cfg(feature = "opentelemetry")]
+    if let Some(traceparent) = message.traceparent() {
+        crate::traceparent::continue_trace(&span, traceparent);
+    }
     process_in_span(ctx, delivery, &span)
         .instrument(span.clone())
         .await;
