@@ -129,7 +129,8 @@ async fn the_dashboard_shows_and_repairs(url: &str, driver: &dyn Driver, queue_n
             .unwrap();
         driver.send(&message, DEFAULT_PRIORITY).await.unwrap();
     }
-    let worker = hermes_core::WorkerInfo::new(2, &[], Duration::from_secs(60));
+    let mut worker = hermes_core::WorkerInfo::new(2, &[], Duration::from_secs(60));
+    worker.handled = 5;
     driver
         .announce(&worker, Duration::from_secs(60))
         .await
@@ -167,12 +168,61 @@ async fn the_dashboard_shows_and_repairs(url: &str, driver: &dyn Driver, queue_n
     );
     assert!(dashboard.get("/workers").contains(&worker.id));
 
+    // What the worker handles once the dashboard runs counts; the five before do not.
+    assert!(overview.contains("id=\"handled\">0<"), "{overview}");
+    worker.handled = 9;
+    worker.failed = 1;
+    driver
+        .announce(&worker, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let totals = loop {
+        let api: serde_json::Value = serde_json::from_str(&dashboard.get("/api/overview")).unwrap();
+        if api["totals"]["handled"] == "4" {
+            break api;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the overview counts the messages handled since it started: {api}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(totals["totals"]["failed"], "1");
+    assert_eq!(totals["totals"]["waiting"], "2");
+    assert!(
+        !totals["throughput"]["samples"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    let metrics = dashboard.get("/metrics");
+    assert!(
+        metrics.contains(&format!(
+            "hermes_worker_handled_total{{worker=\"{}\",host=\"{}\"}} 9\n",
+            worker.id, worker.host
+        )),
+        "{metrics}"
+    );
+    assert!(
+        dashboard
+            .get("/assets/overview.js")
+            .contains("/api/overview")
+    );
+
     let dead = dashboard.get("/dead");
     assert!(dead.contains("dead-1"), "{dead}");
     assert!(
         dead.contains("card &lt;b&gt;declined&lt;/b&gt;") && !dead.contains("<b>declined"),
         "the error is escaped"
     );
+    let shown = dashboard.get("/dead/show?priority=100&id=dead-1");
+    assert!(
+        shown.contains("card &lt;b&gt;declined&lt;/b&gt;") && shown.contains("charge"),
+        "{shown}"
+    );
+    let (status, _) = dashboard.request("GET", "/dead/show?priority=100&id=nope", "");
+    assert_eq!(status, 404);
     let token = token(&dead);
     let (status, _) = dashboard.request("POST", "/dead/replay", "id=dead-1&priority=100");
     assert_eq!(status, 422, "a form without a token is refused");

@@ -23,7 +23,10 @@ const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:0;color:#222}\
 nav{background:#2d3e50;padding:.6em 1em}nav a{color:#fff;margin-right:1.2em;text-decoration:none}\
 main{padding:1em}table{border-collapse:collapse}td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}\
 .cards{display:flex;gap:1em}.card{border:1px solid #ddd;border-radius:6px;padding:.8em 1.2em}\
-.card b{display:block;font-size:1.8em}form{display:inline}button{cursor:pointer}";
+.card b{display:block;font-size:1.8em}form{display:inline}button{cursor:pointer}\
+.note{color:#666}.chart{position:relative;border:1px solid #ddd;max-width:600px;height:160px}\
+.chart svg{width:100%;height:100%}#chart-top{position:absolute;top:2px;left:4px;color:#666;font-size:.8em}\
+pre{background:#f6f6f6;padding:.8em;overflow:auto}";
 
 /// A whole page titled `title` around `body`.
 pub(crate) fn page(title: &str, body: &str) -> String {

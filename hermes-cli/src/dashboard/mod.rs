@@ -9,6 +9,7 @@
 mod html;
 mod pages;
 mod prometheus;
+mod sampler;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -28,6 +29,8 @@ pub(crate) struct State {
     pub(crate) read_only: bool,
     /// How long one call to the backend may take.
     pub(crate) timeout: Duration,
+    /// The workers' counts and throughput since the dashboard started.
+    pub(crate) sampler: sampler::Sampler,
 }
 
 /// Serves the dashboard on `listen` until interrupted (SIGINT or SIGTERM), printing the address
@@ -43,6 +46,7 @@ pub(crate) async fn serve(
         token: format!("{:032x}", rand::random::<u128>()),
         read_only,
         timeout,
+        sampler: sampler::Sampler::new(hermes_core::time::unix_now()),
     });
     let mut app = Router::new()
         .route("/", get(pages::overview))
@@ -50,13 +54,16 @@ pub(crate) async fn serve(
         .route("/dead", get(pages::dead))
         .route("/workers", get(pages::workers))
         .route("/metrics", get(prometheus::metrics))
-        .route("/api/stats", get(pages::api_stats));
+        .route("/dead/show", get(pages::dead_letter))
+        .route("/api/stats", get(pages::api_stats))
+        .route("/api/overview", get(pages::api_overview))
+        .route("/assets/overview.js", get(pages::overview_script));
     if !read_only {
         app = app
             .route("/dead/replay", post(pages::replay))
             .route("/dead/delete", post(pages::delete));
     }
-    let app = app.with_state(state);
+    let app = app.with_state(state.clone());
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| Failure::failed(format!("cannot listen on {listen}: {e}")))?;
@@ -64,6 +71,7 @@ pub(crate) async fn serve(
         .local_addr()
         .map_err(|e| Failure::failed(e.to_string()))?;
     println!("hermes dashboard on http://{address}/");
+    tokio::spawn(sampler::keep_sampling(state));
     let stop = hermes_core::SignalShutdown::install()?;
     let stopped = hermes_core::Shutdown::token(&stop).unwrap_or_default();
     axum::serve(listener, app)

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use axum::Form;
-use axum::extract::State as Shared;
+use axum::extract::{Query, State as Shared};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use hermes_core::{DEFAULT_PRIORITY, Error, Figure, Priority, QueueStats, Replay};
@@ -55,32 +55,80 @@ fn sum(stats: &[QueueStats], figure: impl Fn(&QueueStats) -> Figure<u64>) -> Str
     }
 }
 
-/// `/`: the totals of every queue, refreshed by the page every few seconds.
+/// The overview's counters, by the id of the element showing each: the queue totals and the
+/// messages handled and failed since the dashboard started (`?` where unknown).
+fn totals(state: &State, stats: &[QueueStats]) -> Vec<(&'static str, &'static str, String)> {
+    let throughput = state.sampler.throughput();
+    let count = |n: Option<u64>| n.map_or_else(|| "?".to_owned(), |n| n.to_string());
+    vec![
+        ("waiting", "Waiting", sum(stats, |q| q.waiting)),
+        ("delayed", "Delayed", sum(stats, |q| q.delayed)),
+        ("in-flight", "In flight", sum(stats, |q| q.in_flight)),
+        ("dead", "Dead", sum(stats, |q| q.dead)),
+        ("handled", "Handled", count(throughput.handled)),
+        ("failed", "Failed", count(throughput.failed)),
+    ]
+}
+
+/// `/`: the totals of every queue, the messages handled and failed since the dashboard
+/// started, and the throughput chart; the page refreshes them every few seconds.
 pub(crate) async fn overview(Shared(state): Shared<Arc<State>>) -> Response {
     let stats = match call(&state, state.driver.stats()).await {
         Ok(stats) => stats,
         Err(page) => return page,
     };
     let mut cards = String::from("<div class=\"cards\">");
-    for (name, figure) in [
-        ("Waiting", sum(&stats, |q| q.waiting)),
-        ("Delayed", sum(&stats, |q| q.delayed)),
-        ("In flight", sum(&stats, |q| q.in_flight)),
-        ("Dead", sum(&stats, |q| q.dead)),
-    ] {
-        let id = name.to_lowercase().replace(' ', "-");
+    for (id, name, figure) in totals(&state, &stats) {
         cards.push_str(&format!(
             "<div class=\"card\"><b id=\"{id}\">{}</b>{name}</div>",
             escape(&figure)
         ));
     }
     cards.push_str("</div>");
-    let script = "<script>setTimeout(function(){location.reload()},5000)</script>";
+    let since = crate::args::format_rfc3339(hermes_core::time::from_unix(
+        state.sampler.throughput().since,
+    ));
+    let chart = format!(
+        "<h2>Throughput</h2><p class=\"note\">Handled (blue) and failed (red) messages per \
+         second over the last five minutes, from the workers' announcements; handled and failed \
+         count since {since}. <span id=\"chart-now\"></span></p><div class=\"chart\">\
+         <span id=\"chart-top\"></span><svg id=\"chart\" viewBox=\"0 0 600 160\" \
+         preserveAspectRatio=\"none\"></svg></div>"
+    );
     Html(page(
         &format!("Overview ({})", state.driver.name()),
-        &format!("{cards}{}{script}", queue_table(&stats)),
+        &format!(
+            "{cards}{chart}<h2>Queues</h2>{}<script src=\"/assets/overview.js\"></script>",
+            queue_table(&stats)
+        ),
     ))
     .into_response()
+}
+
+/// `/api/overview`: the overview's counters and chart as JSON, for its script.
+pub(crate) async fn api_overview(Shared(state): Shared<Arc<State>>) -> Response {
+    let stats = match call(&state, state.driver.stats()).await {
+        Ok(stats) => stats,
+        Err(page) => return page,
+    };
+    let totals: serde_json::Map<String, serde_json::Value> = totals(&state, &stats)
+        .into_iter()
+        .map(|(id, _, figure)| (id.to_owned(), figure.into()))
+        .collect();
+    axum::Json(json!({ "totals": totals, "throughput": state.sampler.throughput() }))
+        .into_response()
+}
+
+/// `/assets/overview.js`: the overview's script, compiled into the binary.
+pub(crate) async fn overview_script() -> Response {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/javascript; charset=utf-8",
+        )],
+        include_str!("assets/overview.js"),
+    )
+        .into_response()
 }
 
 fn queue_table(stats: &[QueueStats]) -> String {
@@ -188,7 +236,12 @@ pub(crate) async fn dead(Shared(state): Shared<Arc<State>>) -> Response {
             .iter()
             .map(|l| {
                 let mut row = vec![
-                    Cell::Text(l.id.clone()),
+                    Cell::Html(format!(
+                        "<a class=\"show\" href=\"/dead/show?priority={}&amp;id={}\">{}</a>",
+                        queue.priority,
+                        escape(&query_value(&l.id)),
+                        escape(&l.id)
+                    )),
                     Cell::Text(
                         l.message
                             .as_ref()
@@ -218,6 +271,111 @@ pub(crate) async fn dead(Shared(state): Shared<Arc<State>>) -> Response {
     Html(page("Dead letters", &body)).into_response()
 }
 
+/// `text` percent-encoded for a query string.
+fn query_value(text: &str) -> String {
+    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
+/// Which dead letter `/dead/show` shows.
+#[derive(Deserialize)]
+pub(crate) struct LetterQuery {
+    #[serde(default = "default_priority")]
+    priority: Priority,
+    id: String,
+}
+
+/// `/dead/show`: one dead letter, its reason and its message, with (unless read-only) replay
+/// and delete buttons.
+pub(crate) async fn dead_letter(
+    Shared(state): Shared<Arc<State>>,
+    Query(query): Query<LetterQuery>,
+) -> Response {
+    let letters = match call(
+        &state,
+        state.driver.dead_letters(query.priority, usize::MAX),
+    )
+    .await
+    {
+        Ok(letters) => letters,
+        Err(page) => return page,
+    };
+    let Some(letter) = letters.iter().find(|l| l.id == query.id) else {
+        return (
+            StatusCode::NOT_FOUND,
+            Html(page(
+                "Dead letter",
+                &format!("<p>No dead letter {}.</p>", escape(&query.id)),
+            )),
+        )
+            .into_response();
+    };
+    let reason = &letter.reason;
+    let rows = vec![
+        vec![Cell::Text("id".into()), Cell::Text(letter.id.clone())],
+        vec![
+            Cell::Text("priority".into()),
+            Cell::Text(letter.priority.to_string()),
+        ],
+        vec![
+            Cell::Text("kind".into()),
+            Cell::Text(reason.kind.to_string()),
+        ],
+        vec![
+            Cell::Text("handler".into()),
+            Cell::Text(reason.handler.clone().unwrap_or_else(|| "-".to_owned())),
+        ],
+        vec![
+            Cell::Text("at".into()),
+            Cell::Text(crate::args::format_rfc3339(hermes_core::time::from_unix(
+                reason.at,
+            ))),
+        ],
+        vec![
+            Cell::Text("retries".into()),
+            Cell::Text(reason.retries.to_string()),
+        ],
+        vec![Cell::Text("error".into()), Cell::Text(reason.error.clone())],
+    ];
+    let message = letter.message.as_ref().map_or_else(
+        || "<p>The body could not be decoded.</p>".to_owned(),
+        |m| {
+            format!(
+                "<h2>Message</h2><pre>{}</pre>",
+                escape(
+                    &serde_json::to_string_pretty(&crate::peek::message_json(m))
+                        .unwrap_or_default()
+                )
+            )
+        },
+    );
+    let actions = if state.read_only {
+        String::new()
+    } else {
+        format!(
+            "<p>{}{}</p>",
+            action(
+                &state,
+                "replay",
+                "Replay",
+                letter.priority,
+                Some(&letter.id)
+            ),
+            action(
+                &state,
+                "delete",
+                "Delete",
+                letter.priority,
+                Some(&letter.id)
+            )
+        )
+    };
+    Html(page(
+        "Dead letter",
+        &format!("{}{message}{actions}", table(&["", ""], &rows)),
+    ))
+    .into_response()
+}
+
 /// `/workers`: the live workers and what they run.
 pub(crate) async fn workers(Shared(state): Shared<Arc<State>>) -> Response {
     let workers = match call(&state, state.driver.workers()).await {
@@ -240,6 +398,8 @@ pub(crate) async fn workers(Shared(state): Shared<Arc<State>>) -> Response {
                     w.started,
                 ))),
                 Cell::Text(format!("{}/{}", w.busy, w.concurrency)),
+                Cell::Text(w.handled.to_string()),
+                Cell::Text(w.failed.to_string()),
                 Cell::Text(w.version.clone()),
                 Cell::Text(running.join(", ")),
             ]
@@ -247,7 +407,7 @@ pub(crate) async fn workers(Shared(state): Shared<Arc<State>>) -> Response {
         .collect();
     let body = table(
         &[
-            "worker", "host", "pid", "started", "busy", "version", "running",
+            "worker", "host", "pid", "started", "busy", "handled", "failed", "version", "running",
         ],
         &rows,
     );

@@ -1,4 +1,5 @@
-//! `/metrics`: the queue gauges from the inspection contract, in Prometheus' text format.
+//! `/metrics`: the queue gauges from the inspection contract and the live workers' counts, in
+//! Prometheus' text format.
 
 use std::fmt::Write;
 use std::sync::Arc;
@@ -6,7 +7,7 @@ use std::sync::Arc;
 use axum::extract::State as Shared;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
-use hermes_core::{Figure, QueueStats};
+use hermes_core::{Figure, QueueStats, WorkerInfo};
 
 use super::State;
 
@@ -19,11 +20,76 @@ pub(crate) async fn metrics(Shared(state): Shared<Arc<State>>) -> Response {
             return (axum::http::StatusCode::GATEWAY_TIMEOUT, "no answer in time").into_response();
         }
     };
-    (
-        [(CONTENT_TYPE, "text/plain; version=0.0.4")],
-        render(&stats),
-    )
-        .into_response()
+    let mut text = render(&stats);
+    if state.driver.capabilities().workers {
+        match tokio::time::timeout(state.timeout, state.driver.workers()).await {
+            Ok(Ok(workers)) => text.push_str(&render_workers(&workers)),
+            Ok(Err(e)) => {
+                return (axum::http::StatusCode::BAD_GATEWAY, e.to_string()).into_response();
+            }
+            Err(_) => {
+                return (axum::http::StatusCode::GATEWAY_TIMEOUT, "no answer in time")
+                    .into_response();
+            }
+        }
+    }
+    ([(CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+/// A worker's series: its name, its type, its help text and its value.
+type WorkerSeries = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&WorkerInfo) -> f64,
+);
+
+/// The exposition text of the live `workers`: how many there are, and per worker its counts
+/// since it started (counters, reset when it restarts) and how busy it is.
+pub(crate) fn render_workers(workers: &[WorkerInfo]) -> String {
+    let mut text = format!(
+        "# HELP hermes_workers Live workers\n# TYPE hermes_workers gauge\nhermes_workers {}\n",
+        workers.len()
+    );
+    let series: [WorkerSeries; 4] = [
+        (
+            "hermes_worker_handled_total",
+            "counter",
+            "Messages the worker handled since it started, failed ones included",
+            |w| w.handled as f64,
+        ),
+        (
+            "hermes_worker_failed_total",
+            "counter",
+            "Messages the worker failed since it started",
+            |w| w.failed as f64,
+        ),
+        (
+            "hermes_worker_busy",
+            "gauge",
+            "Messages the worker handles now",
+            |w| w.busy as f64,
+        ),
+        (
+            "hermes_worker_concurrency",
+            "gauge",
+            "Messages the worker may handle at once",
+            |w| w.concurrency as f64,
+        ),
+    ];
+    for (name, kind, help, value) in series {
+        let _ = writeln!(text, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for worker in workers {
+            let _ = writeln!(
+                text,
+                "{name}{{worker=\"{}\",host=\"{}\"}} {}",
+                label(&worker.id),
+                label(&worker.host),
+                value(worker)
+            );
+        }
+    }
+    text
 }
 
 /// A gauge: its name, its help text, and its value for a queue (`None`: unknown).
@@ -104,5 +170,22 @@ mod tests {
             "unknown, so absent"
         );
         assert!(text.contains("# TYPE hermes_queue_dead gauge"));
+    }
+
+    #[test]
+    fn every_worker_has_its_counts() {
+        let mut worker = WorkerInfo::new(4, &[], Duration::from_secs(30));
+        worker.id = "w\"1".to_owned();
+        worker.host = "h".to_owned();
+        worker.handled = 12;
+        worker.failed = 2;
+        worker.busy = 3;
+        let text = render_workers(&[worker]);
+        assert!(text.contains("hermes_workers 1\n"), "{text}");
+        assert!(text.contains("# TYPE hermes_worker_handled_total counter\n"));
+        assert!(text.contains("hermes_worker_handled_total{worker=\"w\\\"1\",host=\"h\"} 12\n"));
+        assert!(text.contains("hermes_worker_failed_total{worker=\"w\\\"1\",host=\"h\"} 2\n"));
+        assert!(text.contains("hermes_worker_busy{worker=\"w\\\"1\",host=\"h\"} 3\n"));
+        assert!(text.contains("hermes_worker_concurrency{worker=\"w\\\"1\",host=\"h\"} 4\n"));
     }
 }
