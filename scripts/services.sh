@@ -108,3 +108,9 @@ ensure_sqs() {
 ensure_php() {
   need php php-cli
 }
+
+# Debian's Chromium and its WebDriver, for the dashboard's browser test.
+ensure_chromium() {
+  need chromium chromium
+  need chromedriver chromium-driver
+}

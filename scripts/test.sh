@@ -19,7 +19,7 @@ trap cleanup EXIT
 
 # shellcheck source=scripts/services.sh
 source scripts/services.sh
-for service in ${HERMES_SERVICES:-redis redis_cluster rabbitmq sqs php}; do
+for service in ${HERMES_SERVICES:-redis redis_cluster rabbitmq sqs php chromium}; do
   "ensure_$service"
 done
 

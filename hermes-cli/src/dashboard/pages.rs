@@ -91,21 +91,24 @@ pub(crate) async fn overview(Shared(state): Shared<Arc<State>>) -> Response {
     let chart = format!(
         "<h2>Throughput</h2><p class=\"note\">Handled (blue) and failed (red) messages per \
          second over the last five minutes, from the workers' announcements; handled and failed \
-         count since {since}. <span id=\"chart-now\"></span></p><div class=\"chart\">\
+         count since {since}. <span id=\"chart-now\"></span> \
+         <span id=\"chart-span\"></span></p><div class=\"chart\">\
          <span id=\"chart-top\"></span><svg id=\"chart\" viewBox=\"0 0 600 160\" \
          preserveAspectRatio=\"none\"></svg></div>"
     );
     Html(page(
         &format!("Overview ({})", state.driver.name()),
         &format!(
-            "{cards}{chart}<h2>Queues</h2>{}<script src=\"/assets/overview.js\"></script>",
+            "{cards}{chart}<h2>Queues</h2><div id=\"queues\">{}</div>\
+             <script src=\"/assets/overview.js\"></script>",
             queue_table(&stats)
         ),
     ))
     .into_response()
 }
 
-/// `/api/overview`: the overview's counters and chart as JSON, for its script.
+/// `/api/overview`: the overview's counters, chart and queue table (as escaped HTML) as JSON,
+/// for its script.
 pub(crate) async fn api_overview(Shared(state): Shared<Arc<State>>) -> Response {
     let stats = match call(&state, state.driver.stats()).await {
         Ok(stats) => stats,
@@ -115,8 +118,12 @@ pub(crate) async fn api_overview(Shared(state): Shared<Arc<State>>) -> Response 
         .into_iter()
         .map(|(id, _, figure)| (id.to_owned(), figure.into()))
         .collect();
-    axum::Json(json!({ "totals": totals, "throughput": state.sampler.throughput() }))
-        .into_response()
+    axum::Json(json!({
+        "totals": totals,
+        "throughput": state.sampler.throughput(),
+        "queues_html": queue_table(&stats),
+    }))
+    .into_response()
 }
 
 /// `/assets/overview.js`: the overview's script, compiled into the binary.
@@ -187,6 +194,7 @@ fn action(
     priority: Priority,
     id: Option<&str>,
 ) -> String {
+    let all = if id.is_none() { "-all" } else { "" };
     let id = id.map_or_else(String::new, |id| {
         format!(
             "<input type=\"hidden\" name=\"id\" value=\"{}\">",
@@ -196,7 +204,7 @@ fn action(
     format!(
         "<form method=\"post\" action=\"/dead/{action}\"><input type=\"hidden\" name=\"token\" \
          value=\"{}\"><input type=\"hidden\" name=\"priority\" value=\"{priority}\">{id}\
-         <button type=\"submit\" class=\"{action}\">{label}</button></form>",
+         <button type=\"submit\" class=\"{action}{all}\">{label}</button></form>",
         state.token
     )
 }

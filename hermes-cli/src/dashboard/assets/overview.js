@@ -37,6 +37,7 @@
     });
     setText("chart-top", top.toFixed(1) + " msgs/s");
     setText("chart-now", samples[samples.length - 1].handled.toFixed(1) + " msgs/s now");
+    setText("chart-span", "(the last " + Math.round(last - first) + " s)");
   }
 
   function refresh() {
@@ -48,6 +49,9 @@
           setText(id, overview.totals[id]);
         });
         draw(overview.throughput.samples);
+        // The server escapes every text of this table.
+        var queues = document.getElementById("queues");
+        if (queues) { queues.innerHTML = overview.queues_html; }
       })
       .catch(function () {})
       .then(function () { setTimeout(refresh, REFRESH_MS); });

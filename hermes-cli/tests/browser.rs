@@ -1,0 +1,324 @@
+//! `hermes dashboard` in a real browser (Debian's Chromium, headless, driven through
+//! ChromeDriver): on a filesystem queue with a worker running, the overview shows the driver's
+//! counts, the "Replay" button of a dead letter puts it back and the worker handles it, the
+//! workers page lists the worker, and the chart draws the throughput. The test saves a
+//! screenshot of the overview in the test target folder, and also at `HERMES_SCREENSHOT` when
+//! that is set (relative to the workspace's root; the README's picture is made so).
+//!
+//! Needs `chromium` and `chromedriver` (the test command installs them); without them the test
+//! is skipped with a note, or fails under `HERMES_TEST_STRICT=1`.
+
+use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use hermes_core::{
+    DEFAULT_PRIORITY, DeadKind, DeadReason, Dispatcher, DispatcherOptions, Driver, Figure, Message,
+    QueueStats, SharedFileShutdown, Shutdown,
+};
+use hermes_fs::FileSystemDriver;
+use hermes_testkit::suite::{available_or_skip, strict};
+use serde_json::json;
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// A child process killed when dropped, so a failed test leaves nothing running.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn browser_available() -> Result<(), String> {
+    for program in [CHROMIUM, CHROMEDRIVER] {
+        if !Path::new(program).exists() {
+            return Err(format!("{program} is not installed"));
+        }
+    }
+    Ok(())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// ChromeDriver on a free loopback port, once it accepts connections.
+fn start_chromedriver() -> (Running, u16) {
+    let port = free_port();
+    let child = Command::new(CHROMEDRIVER)
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("running chromedriver");
+    let running = Running(child);
+    let deadline = Instant::now() + PATIENCE;
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "chromedriver did not listen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (running, port)
+}
+
+/// `hermes dashboard` on `url` and the address it printed.
+fn start_dashboard(url: &str) -> (Running, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hermes"))
+        .args(["--url", url, "dashboard", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("running hermes dashboard");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let address = line
+        .trim()
+        .strip_prefix("hermes dashboard on ")
+        .unwrap_or_else(|| panic!("the first line names the address: {line:?}"))
+        .trim_end_matches('/')
+        .to_owned();
+    (Running(child), address)
+}
+
+/// A headless Chromium session, with the flags a closed network needs and a fresh profile.
+async fn open_browser(port: u16, profile: &Path) -> Client {
+    let mut capabilities = serde_json::Map::new();
+    capabilities.insert(
+        "goog:chromeOptions".to_owned(),
+        json!({
+            "binary": CHROMIUM,
+            "args": [
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--no-first-run",
+                format!("--user-data-dir={}", profile.display()),
+                "--window-size=1280,900",
+            ],
+        }),
+    );
+    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(capabilities)
+        .connect(&format!("http://127.0.0.1:{port}"))
+        .await
+        .expect("a browser session")
+}
+
+/// The text of the element `css`.
+async fn text(browser: &Client, css: &str) -> String {
+    browser
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css} on the page: {e}"))
+        .text()
+        .await
+        .unwrap()
+}
+
+/// Waits until `check` holds for the text of `css`, reloading nothing: the page's own script
+/// refreshes it.
+async fn wait_for_text(browser: &Client, css: &str, check: impl Fn(&str) -> bool, what: &str) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let shown = text(browser, css).await;
+        if check(&shown) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: {css} shows {shown:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// How the dashboard writes a summed figure.
+fn shown(stats: &[QueueStats], figure: impl Fn(&QueueStats) -> Figure<u64>) -> String {
+    let total: u64 = stats.iter().filter_map(|q| figure(q).value()).sum();
+    total.to_string()
+}
+
+async fn bury(driver: &dyn Driver, id: &str) {
+    let message = Message::builder("charge").id(id).build().unwrap();
+    driver.send(&message, DEFAULT_PRIORITY).await.unwrap();
+    let delivery = driver
+        .receive(&[], Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    let reason = DeadReason::new(DeadKind::Failed, "card declined").with_handler("Billing");
+    driver.dead_letter(&delivery, &reason).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_in_a_browser() {
+    if !available_or_skip(strict(), "the_dashboard_in_a_browser", browser_available()) {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("hermes-browser-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let url = format!("file://{}?queue=jobs", dir.display());
+    let driver = FileSystemDriver::from_url(&url).unwrap();
+    bury(&driver, "dead-1").await;
+    for n in 0..3 {
+        let message = Message::builder("report.export")
+            .id(format!("waiting-{n}"))
+            .build()
+            .unwrap();
+        driver.send(&message, DEFAULT_PRIORITY).await.unwrap();
+    }
+    let later = Message::builder("report.export")
+        .id("later")
+        .execute_at(hermes_core::time::unix_now() + 3600.0)
+        .build()
+        .unwrap();
+    driver.send(&later, DEFAULT_PRIORITY).await.unwrap();
+
+    let (_dashboard, address) = start_dashboard(&url);
+    let (_chromedriver, port) = start_chromedriver();
+    let profile = dir.join("browser-profile");
+    let browser = open_browser(port, &profile).await;
+
+    // The overview shows what the driver counts.
+    browser.goto(&format!("{address}/")).await.unwrap();
+    let stats = driver.stats().await.unwrap();
+    assert_eq!(
+        text(&browser, "#waiting").await,
+        shown(&stats, |q| q.waiting)
+    );
+    assert_eq!(
+        text(&browser, "#delayed").await,
+        shown(&stats, |q| q.delayed)
+    );
+    assert_eq!(text(&browser, "#dead").await, shown(&stats, |q| q.dead));
+    assert_eq!(text(&browser, "#waiting").await, "3");
+    assert_eq!(text(&browser, "#dead").await, "1");
+
+    // A worker starts and takes the waiting messages, and a steady trickle of new ones.
+    let handled = Arc::new(Mutex::new(Vec::<String>::new()));
+    let mut options = DispatcherOptions::default();
+    options.announce_ttl = Some(Duration::from_secs(3));
+    let mut dispatcher = Dispatcher::new(driver.clone()).options(options);
+    for message_type in ["report.export", "charge"] {
+        let handled = handled.clone();
+        dispatcher.register_fn(message_type, move |m| {
+            let handled = handled.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                handled.lock().unwrap().push(m.id().to_owned());
+                Ok(true)
+            }
+        });
+    }
+    let stop = SharedFileShutdown::new(dir.join("shutdown"));
+    let dispatcher = dispatcher.with_shutdown(stop.clone());
+    let worker = tokio::spawn(async move { dispatcher.handle(&[]).await });
+    let trickle = {
+        let driver = driver.clone();
+        tokio::spawn(async move {
+            for n in 0.. {
+                let message = Message::builder("report.export")
+                    .id(format!("trickle-{n}"))
+                    .build()
+                    .unwrap();
+                driver.send(&message, DEFAULT_PRIORITY).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(25 + (n % 40) * 2)).await;
+            }
+        })
+    };
+    wait_for_text(
+        &browser,
+        "#waiting",
+        |t| t != "3",
+        "the worker takes the waiting messages",
+    )
+    .await;
+
+    // "Replay" on the dead letter: the list empties and the worker handles it.
+    browser.goto(&format!("{address}/dead")).await.unwrap();
+    assert!(text(&browser, "main").await.contains("card declined"));
+    browser
+        .find(Locator::Css("button.replay"))
+        .await
+        .expect("a Replay button")
+        .click()
+        .await
+        .unwrap();
+    assert!(text(&browser, "main").await.contains("No dead letters."));
+    let deadline = Instant::now() + PATIENCE;
+    while !handled.lock().unwrap().iter().any(|id| id == "dead-1") {
+        assert!(
+            Instant::now() < deadline,
+            "the worker handled the replayed letter"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        driver
+            .dead_letters(DEFAULT_PRIORITY, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // The workers page lists the running worker.
+    browser.goto(&format!("{address}/workers")).await.unwrap();
+    let listed = driver.workers().await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(text(&browser, "main").await.contains(&listed[0].id));
+
+    // The overview counts what the worker handled and charts it.
+    browser.goto(&format!("{address}/")).await.unwrap();
+    wait_for_text(
+        &browser,
+        "#handled",
+        |t| t.parse::<u64>().is_ok_and(|n| n >= 4),
+        "the overview counts the handled messages",
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let points: serde_json::Value = browser
+        .execute(
+            "var l = document.querySelector('#chart polyline.handled'); \
+             return l ? l.getAttribute('points').split(' ').length : 0;",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert!(
+        points.as_u64().unwrap_or(0) >= 3,
+        "the chart draws: {points}"
+    );
+    assert_eq!(text(&browser, "#dead").await, "0");
+    assert_eq!(text(&browser, "#failed").await, "0");
+
+    let png = browser.screenshot().await.unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    let mut places = vec![PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png")];
+    if let Some(path) = std::env::var_os("HERMES_SCREENSHOT") {
+        // A relative path is taken from the workspace's root.
+        places.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path));
+    }
+    for place in places {
+        std::fs::write(&place, &png).unwrap();
+        eprintln!("screenshot: {}", place.display());
+    }
+
+    browser.close().await.unwrap();
+    trickle.abort();
+    stop.shutdown(None).await.unwrap();
+    worker.await.unwrap().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
