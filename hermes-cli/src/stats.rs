@@ -113,5 +113,6 @@ pub(crate) fn to_json(queue: &QueueStats) -> Value {
         "in_flight": count(queue.in_flight),
         "dead": count(queue.dead),
         "latency_seconds": latency,
+        "consumers": count(queue.consumers),
     })
 }

@@ -59,5 +59,23 @@ fn a_broker_that_does_not_answer_fails_in_time() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rabbitmq_has_no_live_workers_and_says_so() {
-    common::workers_are_listed(&target("cli-workers")).await;
+    let queue = hermes_testkit::suite::unique_queue_name("cli-workers");
+    let target = target(&queue);
+    // A receive starts this driver's consumer, which the broker then counts.
+    assert!(
+        target
+            .driver
+            .receive(&[], std::time::Duration::from_millis(200))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let stats = target.driver.stats().await.unwrap();
+    assert!(
+        stats
+            .iter()
+            .any(|q| q.consumers == hermes_core::Figure::Exact(1)),
+        "{stats:?}"
+    );
+    common::workers_are_listed(&target).await;
 }

@@ -114,6 +114,11 @@ pub struct QueueStats {
     /// How long the oldest waiting message has been due: the queue's latency. Zero when none
     /// is waiting.
     pub latency: Figure<Duration>,
+    /// How many consumers the broker counts on the queue, for a backend that cannot list its
+    /// workers but can say that much (RabbitMQ); unknown elsewhere. Drivers with
+    /// [`Capabilities::workers`](crate::Capabilities::workers) list their workers through
+    /// [`Driver::workers`](crate::Driver::workers) instead.
+    pub consumers: Figure<u64>,
 }
 
 impl QueueStats {
@@ -127,6 +132,7 @@ impl QueueStats {
             in_flight: Figure::Unknown,
             dead: Figure::Unknown,
             latency: Figure::Unknown,
+            consumers: Figure::Unknown,
         }
     }
 

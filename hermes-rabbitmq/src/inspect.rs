@@ -33,7 +33,7 @@ impl RabbitMqDriver {
         let mut all = Vec::new();
         let counted = async {
             for (priority, queue) in self.inner.queues.all() {
-                let waiting = scratch.ready(&queue).await?.unwrap_or(0);
+                let (waiting, consumers) = scratch.counts(&queue).await?.unwrap_or((0, 0));
                 let delayed: u64 = delay_queues(&mut scratch, &queue)
                     .await?
                     .iter()
@@ -44,6 +44,7 @@ impl RabbitMqDriver {
                 stats.waiting = Figure::Exact(u64::from(waiting));
                 stats.delayed = Figure::Approximate(delayed);
                 stats.dead = Figure::Exact(u64::from(dead));
+                stats.consumers = Figure::Exact(u64::from(consumers));
                 all.push(stats);
             }
             Ok::<_, Error>(())

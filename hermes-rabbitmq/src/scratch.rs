@@ -54,6 +54,12 @@ impl<'s> Scratch<'s> {
 
     /// How many messages wait in `queue`, ready for delivery; `None` when it does not exist.
     pub(crate) async fn ready(&mut self, queue: &str) -> Result<Option<u32>, Error> {
+        Ok(self.counts(queue).await?.map(|(ready, _)| ready))
+    }
+
+    /// How many messages wait in `queue`, ready for delivery, and how many consumers it has;
+    /// `None` when it does not exist.
+    pub(crate) async fn counts(&mut self, queue: &str) -> Result<Option<(u32, u32)>, Error> {
         let channel = self.channel().await?;
         let passive = QueueDeclareOptions {
             passive: true,
@@ -65,7 +71,7 @@ impl<'s> Scratch<'s> {
                 .await
         };
         match bounded("counting a queue", Some(self.session), lift(declare)).await? {
-            Ok(declared) => Ok(Some(declared.message_count())),
+            Ok(declared) => Ok(Some((declared.message_count(), declared.consumer_count()))),
             Err(e) if reply_code(&e) == Some(NOT_FOUND) => Ok(None),
             Err(e) => Err(lapin_error(e)),
         }

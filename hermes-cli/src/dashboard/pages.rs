@@ -386,6 +386,9 @@ pub(crate) async fn dead_letter(
 
 /// `/workers`: the live workers and what they run.
 pub(crate) async fn workers(Shared(state): Shared<Arc<State>>) -> Response {
+    if !state.driver.capabilities().workers {
+        return consumers(&state).await;
+    }
     let workers = match call(&state, state.driver.workers()).await {
         Ok(workers) => workers,
         Err(page) => return page,
@@ -418,6 +421,31 @@ pub(crate) async fn workers(Shared(state): Shared<Arc<State>>) -> Response {
             "worker", "host", "pid", "started", "busy", "handled", "failed", "version", "running",
         ],
         &rows,
+    );
+    Html(page("Workers", &body)).into_response()
+}
+
+/// The workers page of a backend that lists no workers: each queue's consumers, where the
+/// broker counts them.
+async fn consumers(state: &State) -> Response {
+    let stats = match call(state, state.driver.stats()).await {
+        Ok(stats) => stats,
+        Err(page) => return page,
+    };
+    let rows: Vec<Vec<Cell>> = stats
+        .iter()
+        .map(|q| {
+            vec![
+                Cell::Text(q.name.clone()),
+                Cell::Text(q.priority.to_string()),
+                Cell::Text(q.consumers.to_string()),
+            ]
+        })
+        .collect();
+    let body = format!(
+        "<p>{} lists no workers; the broker counts each queue's consumers.</p>{}",
+        escape(state.driver.name()),
+        table(&["queue", "priority", "consumers"], &rows)
     );
     Html(page("Workers", &body)).into_response()
 }

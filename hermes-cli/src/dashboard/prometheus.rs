@@ -98,7 +98,7 @@ type Gauge = (&'static str, &'static str, fn(&QueueStats) -> Option<f64>);
 /// The exposition text of `stats`.
 pub(crate) fn render(stats: &[QueueStats]) -> String {
     let mut text = String::new();
-    let gauges: [Gauge; 5] = [
+    let gauges: [Gauge; 6] = [
         ("hermes_queue_waiting", "Messages due now", |q| {
             count(q.waiting)
         }),
@@ -115,6 +115,11 @@ pub(crate) fn render(stats: &[QueueStats]) -> String {
             "hermes_queue_oldest_age_seconds",
             "How long the oldest waiting message has been due",
             |q| q.latency.value().map(|d| d.as_secs_f64()),
+        ),
+        (
+            "hermes_queue_consumers",
+            "Consumers the broker counts on the queue",
+            |q| count(q.consumers),
         ),
     ];
     for (name, help, value) in gauges {
@@ -156,7 +161,9 @@ mod tests {
         queue.waiting = Figure::Exact(3);
         queue.delayed = Figure::Approximate(2);
         queue.latency = Figure::Exact(Duration::from_millis(1500));
+        queue.consumers = Figure::Exact(2);
         let text = render(&[queue]);
+        assert!(text.contains("hermes_queue_consumers{queue=\"jobs\\\"x\",priority=\"100\"} 2\n"));
         assert!(
             text.contains("hermes_queue_waiting{queue=\"jobs\\\"x\",priority=\"100\"} 3\n"),
             "{text}"

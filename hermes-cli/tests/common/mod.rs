@@ -271,10 +271,28 @@ pub async fn workers_are_listed(target: &Target) {
     ));
     worker.busy = 1;
     if !target.driver.capabilities().workers {
-        let out = target.hermes(&["workers"]);
+        let out = target.hermes(&["workers", "--json"]);
         assert_eq!(out.status.code(), Some(1));
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("does not support live workers"), "{err}");
+        // What the broker can say instead: each queue's consumers, where it counts them.
+        let stats = target.driver.stats().await.unwrap();
+        let out = target.hermes(&["workers"]);
+        if stats.iter().all(|q| q.consumers.value().is_none()) {
+            assert_eq!(out.status.code(), Some(1));
+            return;
+        }
+        let table = ok(&out);
+        assert!(table.contains("lists no workers"), "{table}");
+        for q in &stats {
+            assert!(
+                table.lines().any(|l| l.starts_with(q.name.as_str())
+                    && l.split_whitespace().last() == Some(q.consumers.to_string().as_str())),
+                "{} with {} consumers: {table}",
+                q.name,
+                q.consumers
+            );
+        }
         return;
     }
     target
