@@ -330,7 +330,7 @@ impl Driver for RedisSetDriver {
 
     async fn announce(&self, worker: &WorkerInfo, ttl: Duration) -> Result<(), Error> {
         let worker = worker.expiring_in(ttl);
-        self.announce_now(&worker).await
+        self.announce_now(&worker, ttl).await
     }
 
     async fn withdraw(&self, id: &str) -> Result<(), Error> {

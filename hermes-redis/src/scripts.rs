@@ -22,11 +22,13 @@ pub enum Script {
     Purge,
     /// Take dead letters out of the store: back to their set (replay), or for good.
     Unbury,
+    /// Store a worker's announcement and keep the workers' hash alive at least as long.
+    Announce,
 }
 
 impl Script {
     /// Every script.
-    pub const ALL: [Script; 9] = [
+    pub const ALL: [Script; 10] = [
         Script::Claim,
         Script::Schedule,
         Script::Nack,
@@ -36,6 +38,7 @@ impl Script {
         Script::Scheduled,
         Script::Purge,
         Script::Unbury,
+        Script::Announce,
     ];
 
     /// The Lua source.
@@ -50,6 +53,7 @@ impl Script {
             Script::Scheduled => SCHEDULED,
             Script::Purge => PURGE,
             Script::Unbury => UNBURY,
+            Script::Announce => ANNOUNCE,
         }
     }
 }
@@ -404,4 +408,18 @@ for i = 2, #ARGV, 2 do
   end
 end
 return n
+";
+
+/// KEYS: 1 the workers' hash. ARGV: 1 the worker's id, 2 its announcement, 3 how long it holds,
+/// in milliseconds.
+/// The hash expires when no worker has announced itself for as long as the longest-lived
+/// announcement holds, so the workers of a queue whose processes were all killed leave nothing
+/// behind; an announcement past its time within a live hash is removed by the next listing.
+const ANNOUNCE: &str = r"
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+local ttl = tonumber(ARGV[3])
+if redis.call('PTTL', KEYS[1]) < ttl then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+end
+return 1
 ";

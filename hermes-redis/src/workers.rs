@@ -1,19 +1,32 @@
 //! Live workers: the hash `<key>_workers` (in the queue's hash slot) maps each running
 //! dispatcher's id to its announcement; each announcement says until when it holds, and
-//! listing removes those past it. PHP Hermes never reads the key.
+//! listing removes those past it. The hash itself has a TTL, which each announcement extends to
+//! at least its own, so it disappears when every worker stopped announcing. PHP Hermes never
+//! reads the key.
+
+use std::time::Duration;
 
 use hermes_core::time::unix_now;
 use hermes_core::{Error, WorkerInfo};
 
 use crate::client::Reply;
 use crate::driver::RedisSetDriver;
+use crate::scripts::Script;
 
 impl RedisSetDriver {
-    pub(crate) async fn announce_now(&self, worker: &WorkerInfo) -> Result<(), Error> {
-        let key = self.inner.keys.workers.as_bytes();
+    pub(crate) async fn announce_now(
+        &self,
+        worker: &WorkerInfo,
+        ttl: Duration,
+    ) -> Result<(), Error> {
+        let ttl_ms = ttl.as_millis().max(1).to_string();
         self.inner
             .client
-            .command("HSET", &[key, worker.id.as_bytes(), &worker.to_json()])
+            .eval(
+                Script::Announce,
+                &[self.inner.keys.workers.as_str()],
+                &[worker.id.as_bytes(), &worker.to_json(), ttl_ms.as_bytes()],
+            )
             .await?;
         Ok(())
     }

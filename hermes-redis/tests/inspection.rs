@@ -317,3 +317,41 @@ async fn dead_letters_with_one_message_id_are_kept_apart() {
     assert_eq!(waiting, 2);
     cleanup(&queue).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workers_hash_expires_once_no_worker_announces() {
+    for setup in [Setup::REDIS_RS, Setup::FRED] {
+        let queue = unique_queue_name("workers-ttl");
+        let driver = setup.connect(setup.options(&queue)).await.expect("Redis");
+        let key = format!("{queue}_workers");
+        let lasting = hermes_core::WorkerInfo::new(1, &[], Duration::from_secs(5));
+        let brief = hermes_core::WorkerInfo::new(1, &[], Duration::from_millis(800));
+        driver
+            .announce(&lasting, Duration::from_secs(5))
+            .await
+            .unwrap();
+        driver
+            .announce(&brief, Duration::from_millis(800))
+            .await
+            .unwrap();
+        let ttl: i64 = cmd(&[b"PTTL", key.as_bytes()]).await;
+        assert!(
+            ttl > 4000 && ttl <= 5000,
+            "a shorter announcement does not shorten the hash's life: {ttl} ms"
+        );
+        cmd::<i64>(&[b"DEL", key.as_bytes()]).await;
+
+        // A worker killed without withdrawing: nobody lists the workers, yet the key goes away
+        // by itself once its announcement has run out.
+        driver
+            .announce(&brief, Duration::from_millis(800))
+            .await
+            .unwrap();
+        let exists: i64 = cmd(&[b"EXISTS", key.as_bytes()]).await;
+        assert_eq!(exists, 1);
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        let exists: i64 = cmd(&[b"EXISTS", key.as_bytes()]).await;
+        assert_eq!(exists, 0, "{setup:?}");
+        assert!(driver.workers().await.unwrap().is_empty());
+    }
+}
