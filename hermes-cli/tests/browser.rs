@@ -8,17 +8,19 @@
 //! Needs `chromium` and `chromedriver` (the test command installs them); without them the test
 //! is skipped with a note, or fails under `HERMES_TEST_STRICT=1`.
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::dashboard::{Dashboard, bury};
 use fantoccini::{Client, ClientBuilder, Locator};
 use hermes_core::{
-    DEFAULT_PRIORITY, DeadKind, DeadReason, Dispatcher, DispatcherOptions, Driver, Figure, Message,
-    QueueStats, SharedFileShutdown, Shutdown,
+    DEFAULT_PRIORITY, Dispatcher, DispatcherOptions, Driver, Figure, Message, QueueStats,
+    SharedFileShutdown, Shutdown,
 };
 use hermes_fs::FileSystemDriver;
 use hermes_testkit::suite::{available_or_skip, strict};
@@ -71,26 +73,6 @@ fn start_chromedriver() -> (Running, u16) {
         std::thread::sleep(Duration::from_millis(50));
     }
     (running, port)
-}
-
-/// `hermes dashboard` on `url` and the address it printed.
-fn start_dashboard(url: &str) -> (Running, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hermes"))
-        .args(["--url", url, "dashboard", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("running hermes dashboard");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let address = line
-        .trim()
-        .strip_prefix("hermes dashboard on ")
-        .unwrap_or_else(|| panic!("the first line names the address: {line:?}"))
-        .trim_end_matches('/')
-        .to_owned();
-    (Running(child), address)
 }
 
 /// A headless Chromium session, with the flags a closed network needs and a fresh profile.
@@ -150,18 +132,6 @@ fn shown(stats: &[QueueStats], figure: impl Fn(&QueueStats) -> Figure<u64>) -> S
     total.to_string()
 }
 
-async fn bury(driver: &dyn Driver, id: &str) {
-    let message = Message::builder("charge").id(id).build().unwrap();
-    driver.send(&message, DEFAULT_PRIORITY).await.unwrap();
-    let delivery = driver
-        .receive(&[], Duration::from_secs(5))
-        .await
-        .unwrap()
-        .unwrap();
-    let reason = DeadReason::new(DeadKind::Failed, "card declined").with_handler("Billing");
-    driver.dead_letter(&delivery, &reason).await.unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_in_a_browser() {
     if !available_or_skip(strict(), "the_dashboard_in_a_browser", browser_available()) {
@@ -171,7 +141,7 @@ async fn the_dashboard_in_a_browser() {
     let _ = std::fs::remove_dir_all(&dir);
     let url = format!("file://{}?queue=jobs", dir.display());
     let driver = FileSystemDriver::from_url(&url).unwrap();
-    bury(&driver, "dead-1").await;
+    bury(&driver, "dead-1", "card declined").await;
     for n in 0..3 {
         let message = Message::builder("report.export")
             .id(format!("waiting-{n}"))
@@ -186,7 +156,8 @@ async fn the_dashboard_in_a_browser() {
         .unwrap();
     driver.send(&later, DEFAULT_PRIORITY).await.unwrap();
 
-    let (_dashboard, address) = start_dashboard(&url);
+    let dashboard = Dashboard::start(&url, &[]);
+    let address = format!("http://{}", dashboard.address);
     let (_chromedriver, port) = start_chromedriver();
     let profile = dir.join("browser-profile");
     let browser = open_browser(port, &profile).await;

@@ -3,6 +3,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod dashboard;
+
 use std::io::Read;
 use std::net::TcpListener;
 use std::process::{Command, Output};
