@@ -130,13 +130,51 @@ async fn main() {
     for _ in 0..n {
         emitter.emit(&sample(), DEFAULT_PRIORITY).await.unwrap();
     }
+    let one_by_one = start.elapsed();
     print_ratio(
         "emit with confirms (raw: publish + confirm)",
         n,
-        start.elapsed(),
+        one_by_one,
         raw,
     );
     raw_consume(&connection, &queue, 2 * n, 16).await;
+
+    // Many emitters on one driver, and batches: against the one emitter above, which waits
+    // for each confirm before it publishes the next message.
+    let emitter = Arc::new(Emitter::new(driver(&queue)));
+    emitter.emit(&sample(), DEFAULT_PRIORITY).await.unwrap();
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let emitter = emitter.clone();
+            tokio::spawn(async move {
+                for _ in 0..n / 8 {
+                    emitter.emit(&sample(), DEFAULT_PRIORITY).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    print_ratio(
+        "emit, 8 tasks (baseline: one emitter, above)",
+        n / 8 * 8,
+        start.elapsed(),
+        one_by_one,
+    );
+    let batch: Vec<Message> = (0..100).map(|_| sample()).collect();
+    let start = Instant::now();
+    for _ in 0..n / 100 {
+        emitter.emit_batch(&batch, DEFAULT_PRIORITY).await.unwrap();
+    }
+    print_ratio(
+        "emit_batch of 100 (baseline: one emitter)",
+        n / 100 * 100,
+        start.elapsed(),
+        one_by_one,
+    );
+    raw_consume(&connection, &queue, 1 + n / 8 * 8 + n / 100 * 100, 16).await;
 
     for (concurrency, prefetch) in [(1, 1), (8, 1), (8, 16)] {
         fill(&connection, &queue, n).await;
@@ -152,7 +190,7 @@ async fn main() {
         );
     }
 
-    let (median, p90) = idle_latency(
+    let (median, p90, p99) = idle_latency(
         Arc::new(driver(&queue)),
         Arc::new(driver(&queue)),
         100,
@@ -160,7 +198,7 @@ async fn main() {
     )
     .await;
     println!(
-        "{:<44} median {median:.1?}, p90 {p90:.1?}",
+        "{:<44} median {median:.1?}, p90 {p90:.1?}, p99 {p99:.1?}",
         "emit-to-handle latency, idle worker"
     );
 

@@ -6,13 +6,12 @@ use std::sync::Mutex;
 
 use hermes_core::Error;
 use hermes_core::time::unix_now;
-use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable};
 
 use crate::driver::RabbitMqDriver;
 use crate::ladder::{self, Trip};
 use crate::naming::{arrival_exchange, delay_level, long_delay_queue};
-use crate::session::Session;
+use crate::session::{Published, Session};
 
 /// The delay ladders a session declared: per target queue, how many of its levels.
 #[derive(Debug, Default)]
@@ -46,40 +45,43 @@ impl RabbitMqDriver {
         body: &[u8],
         due: Option<f64>,
     ) -> Result<(), Error> {
+        self.start_route(session, target, body, due)
+            .await?
+            .confirmed()
+            .await
+    }
+
+    /// [`route`](RabbitMqDriver::route) without waiting for the broker's confirm, which the
+    /// returned [`Published`] waits for.
+    pub(crate) async fn start_route(
+        &self,
+        session: &Session,
+        target: &str,
+        body: &[u8],
+        due: Option<f64>,
+    ) -> Result<Published, Error> {
         // The target must exist, also for a delayed message to land when dead-lettered.
         session.declare(target, FieldTable::default()).await?;
         let properties = self.inner.options.published_properties();
         let remaining_ms = due.map_or(0.0, |at| (at - unix_now()) * 1000.0);
         if remaining_ms <= 0.0 {
-            return session.publish(target, body, properties).await;
+            return session.start_publish("", target, body, properties).await;
         }
+        let trip = Trip::for_delay(remaining_ms);
+        let entry = trip.entry_level();
+        session.declare_ladder(target, entry).await?;
         session
-            .publish_delayed(target, Trip::for_delay(remaining_ms), body, properties)
+            .start_publish(
+                &delay_level(target, entry),
+                &trip.routing_key(),
+                body,
+                properties,
+            )
             .await
     }
 }
 
 impl Session {
-    /// Publishes `body` down the delay ladder of `target` for `trip`; declares the levels it
-    /// passes first.
-    async fn publish_delayed(
-        &self,
-        target: &str,
-        trip: Trip,
-        body: &[u8],
-        properties: BasicProperties,
-    ) -> Result<(), Error> {
-        let entry = trip.entry_level();
-        self.declare_ladder(target, entry).await?;
-        self.publish_to(
-            &delay_level(target, entry),
-            &trip.routing_key(),
-            body,
-            properties,
-        )
-        .await
-    }
-
     /// Declares levels `0..=top` of the delay ladder of `target`, lowest first (a level binds
     /// to the one below it), once per session; before level 0, where the ladder ends.
     async fn declare_ladder(&self, target: &str, top: usize) -> Result<(), Error> {

@@ -208,6 +208,55 @@ impl Driver for RabbitMqDriver {
         bounded("publishing", Some(&session), route).await
     }
 
+    /// Publishes every message of the batch in order, then waits for all their confirms
+    /// together: about one round trip for the batch. Every message is checked and encoded
+    /// before anything is published.
+    ///
+    /// # Errors
+    /// As [`send`](Driver::send); nothing is published when a message is refused. A message
+    /// the broker refuses (a nack) or no queue takes fails the call, naming how many of the
+    /// batch; the others are queued, confirmed.
+    async fn send_batch(&self, messages: &[Message], priority: Priority) -> Result<(), Error> {
+        let target = self.inner.queues.get(priority)?;
+        let mut bodies = Vec::with_capacity(messages.len());
+        for message in messages {
+            message.check()?;
+            bodies.push((
+                self.inner.serializer.serialize(message)?,
+                message.execute_at(),
+            ));
+        }
+        if bodies.is_empty() {
+            return Ok(());
+        }
+        let session = self.session().await?;
+        let publish = async {
+            let mut published = Vec::with_capacity(bodies.len());
+            for (body, due) in &bodies {
+                published.push(self.start_route(&session, &target, body, *due).await?);
+            }
+            let confirmed =
+                futures_util::future::join_all(published.into_iter().map(|p| p.confirmed())).await;
+            let mut failed = confirmed.into_iter().filter_map(Result::err);
+            let Some(first) = failed.next() else {
+                return Ok(());
+            };
+            match failed.count() {
+                0 => Err(first),
+                others => Err(Error::driver(
+                    crate::NAME,
+                    format!(
+                        "{} of {} messages for {target} were not confirmed: {first}",
+                        others + 1,
+                        bodies.len()
+                    ),
+                    true,
+                )),
+            }
+        };
+        bounded("publishing a batch", Some(&session), publish).await
+    }
+
     /// Waits for a delivery from the consumers of the selected queues, starting them on first
     /// use (and again after a reconnection).
     ///

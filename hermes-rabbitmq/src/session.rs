@@ -197,6 +197,22 @@ impl Session {
         body: &[u8],
         properties: BasicProperties,
     ) -> Result<(), Error> {
+        self.start_publish(exchange, routing_key, body, properties)
+            .await?
+            .confirmed()
+            .await
+    }
+
+    /// Publishes `body` to `exchange` with `routing_key`, as mandatory, without waiting for
+    /// the broker's confirm: the messages of one session reach the broker in the order they
+    /// were published, and [`Published::confirmed`] waits for each one's confirm.
+    pub(crate) async fn start_publish(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        body: &[u8],
+        properties: BasicProperties,
+    ) -> Result<Published, Error> {
         let options = BasicPublishOptions {
             mandatory: true,
             ..BasicPublishOptions::default()
@@ -211,27 +227,16 @@ impl Session {
                 properties,
             )
             .await
-            .map_err(lapin_error)?
-            .await
             .map_err(lapin_error)?;
         let target = if exchange.is_empty() {
             routing_key
         } else {
             exchange
         };
-        match confirm {
-            Confirmation::Nack(_) => Err(Error::driver(
-                NAME,
-                format!("the broker refused a message for {target}"),
-                true,
-            )),
-            Confirmation::Ack(Some(_)) => Err(Error::driver(
-                NAME,
-                format!("no queue took a message sent to {target}"),
-                true,
-            )),
-            _ => Ok(()),
-        }
+        Ok(Published {
+            confirm,
+            target: target.to_owned(),
+        })
     }
 
     /// Declares a topic exchange called `name`.
@@ -292,4 +297,31 @@ impl Session {
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A message the broker has been sent, whose confirm is still to come.
+pub(crate) struct Published {
+    confirm: lapin::PublisherConfirm,
+    target: String,
+}
+
+impl Published {
+    /// Waits for the broker's confirm: an error when it refused the message (a nack) or no
+    /// queue took it (returned as mandatory), for this message alone.
+    pub(crate) async fn confirmed(self) -> Result<(), Error> {
+        let target = self.target;
+        match self.confirm.await.map_err(lapin_error)? {
+            Confirmation::Nack(_) => Err(Error::driver(
+                NAME,
+                format!("the broker refused a message for {target}"),
+                true,
+            )),
+            Confirmation::Ack(Some(_)) => Err(Error::driver(
+                NAME,
+                format!("no queue took a message sent to {target}"),
+                true,
+            )),
+            _ => Ok(()),
+        }
+    }
 }

@@ -124,6 +124,8 @@ fn keys(key: &str) -> Vec<String> {
         "_in_flight",
         "_dead",
         "_dead_letters",
+        "_workers",
+        "_wake",
     ]
     .iter()
     .map(|s| format!("{key}{s}"))
@@ -153,6 +155,42 @@ async fn bench(fred: bool, n: usize) {
         emitter.emit(&sample(), DEFAULT_PRIORITY).await.unwrap();
     }
     print_ratio("emit (raw: SADD loop)", n, start.elapsed(), raw_emit);
+    raw.del(&keys(&key)).await;
+
+    // Eight tasks on one driver (its connection pipelines them), and batches of 100.
+    let emitter = Arc::new(emitter);
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let emitter = emitter.clone();
+            tokio::spawn(async move {
+                for _ in 0..n / 8 {
+                    emitter.emit(&sample(), DEFAULT_PRIORITY).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    print_ratio(
+        "emit, 8 tasks (raw: SADD loop)",
+        n / 8 * 8,
+        start.elapsed(),
+        raw_emit,
+    );
+    raw.del(&keys(&key)).await;
+    let batch: Vec<Message> = (0..100).map(|_| sample()).collect();
+    let start = Instant::now();
+    for _ in 0..n / 100 {
+        emitter.emit_batch(&batch, DEFAULT_PRIORITY).await.unwrap();
+    }
+    print_ratio(
+        "emit_batch of 100 (raw: SADD loop)",
+        n / 100 * 100,
+        start.elapsed(),
+        raw_emit,
+    );
     raw.del(&keys(&key)).await;
 
     // The raw consumer: one SPOP per message.
@@ -193,17 +231,66 @@ async fn bench(fred: bool, n: usize) {
         raw.del(&keys(&key)).await;
     }
 
-    // Latency: an idle worker, messages emitted one by one.
-    for refresh in [Duration::from_millis(100), Duration::from_millis(10)] {
-        let worker = Arc::new(driver(fred, &key, |o| o.refresh_interval = refresh).await);
-        let emitter = Arc::new(driver(fred, &key, |_| {}).await);
-        let (median, p90) = idle_latency(worker, emitter, 200, Duration::from_millis(7)).await;
+    // Latency: an idle worker, messages emitted one by one; polling as before wake-ups (every
+    // 100 ms), and woken at the default settings.
+    for (label, wake_ups, refresh) in [
+        ("polling", false, Duration::from_millis(100)),
+        ("woken", true, RedisOptions::default().refresh_interval),
+    ] {
+        let tweak = |o: &mut RedisOptions| {
+            o.wake_ups = wake_ups;
+            o.refresh_interval = refresh;
+        };
+        let worker = Arc::new(driver(fred, &key, tweak).await);
+        let emitter = Arc::new(driver(fred, &key, tweak).await);
+        let (median, p90, p99) = idle_latency(worker, emitter, 300, Duration::from_millis(7)).await;
         println!(
-            "{:<44} median {median:.1?}, p90 {p90:.1?} (refresh interval {refresh:?})",
+            "{:<44} median {median:.2?}, p90 {p90:.2?}, p99 {p99:.2?} ({label}, refresh interval {refresh:?})",
             "emit-to-handle latency, idle worker"
         );
         raw.del(&keys(&key)).await;
+        let per_second = idle_commands(Arc::new(driver(fred, &key, tweak).await)).await;
+        println!(
+            "{:<44} {per_second:.1} commands per second ({label}, refresh interval {refresh:?})",
+            "idle worker"
+        );
+        raw.del(&keys(&key)).await;
     }
+}
+
+/// The commands Redis runs per second while one idle worker waits on `driver`: the calls of
+/// `INFO commandstats`, over 10 s, less the `INFO` that reads them. Nothing else may use the
+/// server meanwhile.
+async fn idle_commands(driver: Arc<RedisSetDriver>) -> f64 {
+    async fn calls(connection: &mut redis::aio::MultiplexedConnection) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(connection)
+            .await
+            .unwrap();
+        info.lines()
+            .filter_map(|line| {
+                line.split_once(":calls=")?
+                    .1
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    }
+    let mut dispatcher = hermes_core::Dispatcher::from_arc(driver);
+    dispatcher.register_fn("nothing", |_m| async { Ok(true) });
+    let worker = tokio::spawn(async move { dispatcher.handle(&[]).await });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let client = redis::Client::open(url()).unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let before = calls(&mut connection).await;
+    let window = Duration::from_secs(10);
+    tokio::time::sleep(window).await;
+    let after = calls(&mut connection).await;
+    worker.abort();
+    (after - before).saturating_sub(1) as f64 / window.as_secs_f64()
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

@@ -127,8 +127,19 @@ impl RedisSetDriver {
             }
         };
         let Reply::Array(items) = reply else {
+            self.inner.wakes.claimed(None);
             return Ok(0);
         };
+        if let [due] = items.as_slice() {
+            // Nothing taken: the due time of the earliest delayed message.
+            let next_due = due
+                .clone()
+                .into_bytes()
+                .and_then(|b| String::from_utf8(b).ok())
+                .and_then(|t| t.parse::<f64>().ok());
+            self.inner.wakes.claimed(next_due);
+            return Ok(0);
+        }
         let at_least_once = self.at_least_once();
         let now = Instant::now();
         let mut taken = Vec::with_capacity(items.len() / 2);
@@ -143,6 +154,11 @@ impl RedisSetDriver {
         }
         let count = taken.len();
         self.buffer().extend(taken);
+        self.inner.wakes.claimed(None);
+        if count >= max {
+            // More may be waiting: the next idle worker looks too.
+            self.wake_workers();
+        }
         if at_least_once && count > 0 {
             self.start_buffer_sweeper();
         }

@@ -36,8 +36,23 @@ pub struct RedisOptions {
     /// How long a claimed message may stay unacknowledged before it is delivered again.
     /// Default 300 s.
     pub visibility_timeout: Duration,
-    /// How long an idle worker waits between two looks at the queue. Default 100 ms.
+    /// How long an idle worker waits at most between two looks at the queue. Default 2 s.
+    ///
+    /// With [`wake_ups`](RedisOptions::wake_ups), a worker looks as soon as a Rust emitter
+    /// sends a message, or a delayed one is due; this bounds how long a message a PHP emitter
+    /// sent waits. Without, it is the polling interval.
     pub refresh_interval: Duration,
+    /// Whether emitters wake idle workers, and idle workers wait to be woken (default true).
+    ///
+    /// A driver pokes the list `<key>_wake` after each send (at most once a millisecond per
+    /// process, whatever the rate of sends); a waiting worker blocks on it on a connection of its own,
+    /// so it claims a new message about one round trip after it was sent, and sends two
+    /// commands per [`refresh_interval`](RedisOptions::refresh_interval) while idle. PHP
+    /// Hermes never reads the list. A driver made with
+    /// [`from_redis`](crate::RedisSetDriver::from_redis) needs
+    /// [`with_wake_connection`](crate::RedisSetDriver::with_wake_connection) for its workers
+    /// to be woken; without, they poll every `refresh_interval`.
+    pub wake_ups: bool,
     /// How many messages one claim takes at most (at-least-once only); the extra ones wait in
     /// this process, claimed, until a worker asks. Default 16.
     pub prefetch: usize,
@@ -60,7 +75,8 @@ impl Default for RedisOptions {
             hash_tag: None,
             delivery: DeliveryMode::AtLeastOnce,
             visibility_timeout: Duration::from_secs(300),
-            refresh_interval: Duration::from_millis(100),
+            refresh_interval: Duration::from_secs(2),
+            wake_ups: true,
             prefetch: 16,
             deferred_acks: true,
             retention: Retention::default(),

@@ -1,9 +1,12 @@
 //! Connecting with each client library.
 
+use std::sync::Arc;
+
 use hermes_core::Error;
 
-use crate::client::COMMAND_TIMEOUT;
+use crate::client::{COMMAND_TIMEOUT, RedisClient};
 use crate::error::bounded;
+use crate::wake::OpenListener;
 use crate::{RedisOptions, RedisSetDriver};
 
 #[cfg(feature = "redis-rs")]
@@ -32,12 +35,23 @@ impl RedisSetDriver {
                 .await
                 .map_err(crate::error::redis_error)?;
             client
-                .get_connection_manager_with_config(config)
+                .get_connection_manager_with_config(config.clone())
                 .await
                 .map_err(crate::error::redis_error)
         })
         .await?;
-        RedisSetDriver::from_redis(manager, options)
+        let open: OpenListener = Arc::new(move || {
+            let client = client.clone();
+            let config = config.clone();
+            Box::pin(async move {
+                let manager = client
+                    .get_connection_manager_with_config(config)
+                    .await
+                    .map_err(crate::error::redis_error)?;
+                Ok(Arc::new(crate::RedisRsClient::new(manager)) as Arc<dyn RedisClient>)
+            })
+        });
+        Ok(RedisSetDriver::from_redis(manager, options)?.with_listener(open))
     }
 
     /// Connects to a Redis Cluster through any of its `nodes` (`redis://host:port`) with the
@@ -66,7 +80,17 @@ impl RedisSetDriver {
                 .map_err(crate::error::redis_error)
         })
         .await?;
-        RedisSetDriver::from_redis(connection, options)
+        let open: OpenListener = Arc::new(move || {
+            let client = client.clone();
+            Box::pin(async move {
+                let connection = client
+                    .get_async_connection()
+                    .await
+                    .map_err(crate::error::redis_error)?;
+                Ok(Arc::new(crate::RedisRsClient::new(connection)) as Arc<dyn RedisClient>)
+            })
+        });
+        Ok(RedisSetDriver::from_redis(connection, options)?.with_listener(open))
     }
 
     /// A driver on a connection of the `redis` crate that reconnects by itself:
@@ -79,6 +103,21 @@ impl RedisSetDriver {
         C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
     {
         RedisSetDriver::new(crate::RedisRsClient::new(connection), options)
+    }
+
+    /// The same driver, whose idle workers wait for [wake-ups](RedisOptions::wake_ups) on
+    /// `connection`, a connection of its own (blocking commands would hold up everything else
+    /// on a shared one). The `connect_*` functions and `from_url` open one by themselves.
+    #[must_use]
+    pub fn with_wake_connection<C>(self, connection: C) -> Self
+    where
+        C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+    {
+        let client: Arc<dyn RedisClient> = Arc::new(crate::RedisRsClient::new(connection));
+        self.with_listener(Arc::new(move || {
+            let client = client.clone();
+            Box::pin(async move { Ok(client) })
+        }))
     }
 }
 
@@ -132,7 +171,19 @@ impl RedisSetDriver {
     ///
     /// # Errors
     /// [`Error::InvalidQueueName`] for invalid key names.
+    /// Its idle workers wait for [wake-ups](RedisOptions::wake_ups) on a client of their own,
+    /// with the same configuration (`clone_new`), connected when a worker first waits.
     pub fn from_fred(client: fred::clients::Client, options: RedisOptions) -> Result<Self, Error> {
-        RedisSetDriver::new(crate::FredClient::new(client), options)
+        use fred::interfaces::ClientLike;
+
+        let template = client.clone();
+        let open: OpenListener = Arc::new(move || {
+            let listener = template.clone_new();
+            Box::pin(async move {
+                listener.init().await.map_err(crate::error::fred_error)?;
+                Ok(Arc::new(crate::FredClient::new(listener)) as Arc<dyn RedisClient>)
+            })
+        });
+        Ok(RedisSetDriver::new(crate::FredClient::new(client), options)?.with_listener(open))
     }
 }

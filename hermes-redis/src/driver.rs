@@ -16,6 +16,7 @@ use crate::claim::{RedisReceipt, Taken};
 use crate::client::RedisClient;
 use crate::naming::Keys;
 use crate::scripts::Script;
+use crate::wake::OpenListener;
 use crate::{DeliveryMode, RedisOptions};
 
 /// Hermes' Redis driver: a set per priority (`hermes` for priority 100), delayed messages in the
@@ -78,6 +79,8 @@ pub(crate) struct Inner {
     pub(crate) flush_scheduled: AtomicBool,
     /// Whether the task giving back buffered messages at the hold limit runs.
     pub(crate) sweeper: AtomicBool,
+    /// Waking idle workers, and being woken.
+    pub(crate) wakes: crate::wake::Wakes,
 }
 
 impl RedisSetDriver {
@@ -101,7 +104,22 @@ impl RedisSetDriver {
             options,
             Arc::new(JsonSerializer),
             sets,
+            None,
         ))
+    }
+
+    /// The same driver, whose waiting workers block for wake-ups on connections `open` makes
+    /// (one per driver, opened when a worker first waits).
+    pub(crate) fn with_listener(self, open: OpenListener) -> Self {
+        let inner = &self.inner;
+        RedisSetDriver::build(
+            inner.client.clone(),
+            inner.keys.clone(),
+            inner.options.clone(),
+            inner.serializer.clone(),
+            inner.sets.clone(),
+            Some(open),
+        )
     }
 
     fn build(
@@ -110,7 +128,9 @@ impl RedisSetDriver {
         options: RedisOptions,
         serializer: Arc<dyn Serializer>,
         sets: PriorityQueues<String>,
+        open: Option<OpenListener>,
     ) -> Self {
+        let open = open.filter(|_| options.wake_ups);
         RedisSetDriver {
             inner: Arc::new(Inner {
                 client,
@@ -123,6 +143,7 @@ impl RedisSetDriver {
                 acked: Mutex::default(),
                 flush_scheduled: AtomicBool::new(false),
                 sweeper: AtomicBool::new(false),
+                wakes: crate::wake::Wakes::new(open),
             }),
         }
     }
@@ -149,7 +170,15 @@ impl RedisSetDriver {
             self.inner.options.clone(),
             Arc::new(serializer),
             self.inner.sets.clone(),
+            self.inner.wakes.opener(),
         )
+    }
+
+    /// Pokes the wake list for idle workers, unless wake-ups are off.
+    pub(crate) fn wake_workers(&self) {
+        if self.inner.options.wake_ups {
+            crate::wake::poke(&self.inner);
+        }
     }
 
     /// The client, to share with a [`RedisShutdown`](crate::RedisShutdown).
@@ -168,6 +197,22 @@ impl RedisSetDriver {
 
     pub(crate) fn at_least_once(&self) -> bool {
         self.inner.options.delivery == DeliveryMode::AtLeastOnce
+    }
+
+    /// A message of `priorities` from the buffer, or from a claim; `None` when the sets have
+    /// none now.
+    async fn take_one(&self, priorities: &[Priority]) -> Result<Option<Delivery>, Error> {
+        loop {
+            if let Some(taken) = self.take_buffered(priorities) {
+                match self.deliver(taken).await? {
+                    Some(delivery) => return Ok(Some(delivery)),
+                    None => continue,
+                }
+            }
+            if self.fetch(priorities).await? == 0 {
+                return Ok(None);
+            }
+        }
     }
 }
 
@@ -206,6 +251,49 @@ impl Driver for RedisSetDriver {
                     .await?;
             }
         }
+        self.wake_workers();
+        Ok(())
+    }
+
+    /// One round trip for the whole batch: the messages due now go in one `SADD` of all of
+    /// them, the delayed ones each in their schedule call, sent together on the connection
+    /// (which pipelines them). Every message is checked and encoded before anything is sent.
+    ///
+    /// # Errors
+    /// As [`send`](Driver::send); nothing is sent when a message is refused. On a connection
+    /// error any of the messages may have been queued.
+    async fn send_batch(&self, messages: &[Message], priority: Priority) -> Result<(), Error> {
+        let key = self.inner.sets.get(priority)?;
+        let now = unix_now();
+        let mut due_now: Vec<Vec<u8>> = Vec::new();
+        let mut later: Vec<(f64, Vec<u8>)> = Vec::new();
+        for message in messages {
+            message.check()?;
+            let body = self.inner.serializer.serialize(message)?;
+            match message.execute_at() {
+                Some(at) if at > now => later.push((at, body)),
+                _ => due_now.push(body),
+            }
+        }
+        if messages.is_empty() {
+            return Ok(());
+        }
+        let add = async {
+            if due_now.is_empty() {
+                return Ok(());
+            }
+            let mut args: Vec<&[u8]> = Vec::with_capacity(due_now.len() + 1);
+            args.push(key.as_bytes());
+            args.extend(due_now.iter().map(Vec::as_slice));
+            self.inner.client.command("SADD", &args).await.map(drop)
+        };
+        let schedule = futures_util::future::try_join_all(
+            later
+                .iter()
+                .map(|(at, body)| self.schedule(*at, body, priority, &[])),
+        );
+        futures_util::try_join!(add, schedule)?;
+        self.wake_workers();
         Ok(())
     }
 
@@ -215,20 +303,28 @@ impl Driver for RedisSetDriver {
         wait: Duration,
     ) -> Result<Option<Delivery>, Error> {
         self.inner.sets.marked(priorities)?;
-        poll(wait, self.inner.options.refresh_interval, || async {
-            loop {
-                if let Some(taken) = self.take_buffered(priorities) {
-                    match self.deliver(taken).await? {
-                        Some(delivery) => return Ok(Some(delivery)),
-                        None => continue,
-                    }
-                }
-                if self.fetch(priorities).await? == 0 {
-                    return Ok(None);
-                }
+        if !self.inner.wakes.listens() {
+            return poll(wait, self.inner.options.refresh_interval, || {
+                self.take_one(priorities)
+            })
+            .await;
+        }
+        let give_up = tokio::time::Instant::now() + wait;
+        let mut round = self.inner.wakes.round();
+        loop {
+            if let Some(delivery) = self.take_one(priorities).await? {
+                return Ok(Some(delivery));
             }
-        })
-        .await
+            let now = tokio::time::Instant::now();
+            if now >= give_up {
+                return Ok(None);
+            }
+            let _waiting = crate::wake::wait_here(&self.inner);
+            // The listener starts a round at least every refresh interval; should it stop
+            // doing so, the receive still looks again.
+            let fallback = self.inner.options.refresh_interval * 2;
+            let _ = tokio::time::timeout((give_up - now).min(fallback), round.changed()).await;
+        }
     }
 
     async fn ack(&self, delivery: &Delivery) -> Result<(), Error> {
@@ -252,7 +348,9 @@ impl Driver for RedisSetDriver {
 
     async fn nack(&self, delivery: &Delivery) -> Result<(), Error> {
         let RedisReceipt(taken) = delivery.receipt().downcast::<RedisReceipt>(self.name())?;
-        self.give_back(taken).await
+        self.give_back(taken).await?;
+        self.wake_workers();
+        Ok(())
     }
 
     async fn extend(&self, delivery: &Delivery, by: Duration) -> Result<(), Error> {

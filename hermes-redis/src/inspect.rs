@@ -476,7 +476,11 @@ impl RedisSetDriver {
             };
             back.push((stored_id, body));
         }
-        self.unbury(priority, true, &back).await
+        let replayed = self.unbury(priority, true, &back).await?;
+        if replayed > 0 {
+            self.wake_workers();
+        }
+        Ok(replayed)
     }
 
     pub(crate) async fn purge_now(

@@ -52,6 +52,7 @@ mod schedule;
 mod scripts;
 mod shutdown;
 mod url;
+mod wake;
 mod workers;
 
 pub use acks::ACK_DELAY;

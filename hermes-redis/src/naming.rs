@@ -21,6 +21,8 @@ pub(crate) struct Keys {
     pub(crate) in_flight: String,
     /// The announcements of live workers: id → announcement.
     pub(crate) workers: String,
+    /// The list an idle worker blocks on, poked by Rust emitters (one token at most).
+    pub(crate) wake: String,
 }
 
 impl Keys {
@@ -42,6 +44,7 @@ impl Keys {
             legacy_schedule_priorities: key(&format!("{}_priorities", options.schedule_key)),
             in_flight: key(&format!("{}_in_flight", options.key)),
             workers: key(&format!("{}_workers", options.key)),
+            wake: key(&format!("{}_wake", options.key)),
             prefix,
         })
     }
@@ -66,6 +69,7 @@ impl Keys {
             &self.legacy_schedule_priorities,
             &self.in_flight,
             &self.workers,
+            &self.wake,
         ]
         .contains(&&key);
         if taken || name.ends_with("_dead") || name.ends_with("_dead_letters") {
@@ -106,12 +110,14 @@ mod tests {
             &keys.in_flight,
             &keys.schedule_index,
             &keys.legacy_schedule_priorities,
+            &keys.wake,
         ] {
             assert!(key.starts_with("{jobs}"), "{key}");
         }
         assert!(keys.set("a b").is_err());
         assert!(keys.set("hermes_dead").is_err());
         assert!(keys.set("hermes_in_flight").is_err());
+        assert!(keys.set("hermes_wake").is_err());
         options.hash_tag = Some("}x{".into());
         assert!(Keys::new(&options).is_err());
     }

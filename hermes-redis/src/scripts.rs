@@ -24,11 +24,13 @@ pub enum Script {
     Unbury,
     /// Store a worker's announcement and keep the workers' hash alive at least as long.
     Announce,
+    /// Put a token in the wake list unless one is there.
+    Wake,
 }
 
 impl Script {
     /// Every script.
-    pub const ALL: [Script; 10] = [
+    pub const ALL: [Script; 11] = [
         Script::Claim,
         Script::Schedule,
         Script::Nack,
@@ -39,6 +41,7 @@ impl Script {
         Script::Purge,
         Script::Unbury,
         Script::Announce,
+        Script::Wake,
     ];
 
     /// The Lua source.
@@ -54,6 +57,7 @@ impl Script {
             Script::Purge => PURGE,
             Script::Unbury => UNBURY,
             Script::Announce => ANNOUNCE,
+            Script::Wake => WAKE,
         }
     }
 }
@@ -69,7 +73,8 @@ impl Script {
 /// claim time (the server's clock); the token makes every claim of one message a member of its
 /// own, so an operation on an expired claim cannot touch the next one. Claims of the older
 /// format `<priority>|<message>` still come back when they expire. Returns the priority and
-/// the claim of each message taken (at most once: the message itself).
+/// the claim of each message taken (at most once: the message itself); when it took none, the
+/// due time of the earliest delayed message, alone, if there is one.
 const CLAIM: &str = r"
 local now = tonumber(ARGV[1])
 local visibility = tonumber(ARGV[2])
@@ -141,6 +146,10 @@ for i = 1, n do
       taken = taken + 1
     end
   end
+end
+if taken == 0 then
+  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  if first[2] then out[1] = first[2] end
 end
 return out
 ";
@@ -421,5 +430,12 @@ local ttl = tonumber(ARGV[3])
 if redis.call('PTTL', KEYS[1]) < ttl then
   redis.call('PEXPIRE', KEYS[1], ttl)
 end
+return 1
+";
+
+/// KEYS: 1 the wake list. ARGV: 1 how long an unclaimed token stays, in milliseconds.
+const WAKE: &str = r"
+if redis.call('LLEN', KEYS[1]) == 0 then redis.call('RPUSH', KEYS[1], '1') end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return 1
 ";

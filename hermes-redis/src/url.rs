@@ -5,7 +5,7 @@ use hermes_core::{DriverUrl, Error};
 use crate::{DeliveryMode, RedisOptions, RedisSetDriver};
 
 /// The parameters a Redis URL takes.
-const PARAMETERS: [&str; 10] = [
+const PARAMETERS: [&str; 11] = [
     "key",
     "schedule_key",
     "hash_tag",
@@ -15,6 +15,7 @@ const PARAMETERS: [&str; 10] = [
     "refresh_interval",
     "prefetch",
     "deferred_acks",
+    "wake_ups",
     "nodes",
 ];
 
@@ -30,8 +31,8 @@ impl RedisSetDriver {
     /// Parameters, all optional, with the defaults of [`RedisOptions`]: `key` (`hermes`),
     /// `schedule_key` (`hermes_schedule`), `hash_tag`, `client` (`redis` for the `redis` crate,
     /// `fred` for `fred`), `delivery` (`at-least-once` or `at-most-once`),
-    /// `visibility_timeout` and `refresh_interval` (seconds), `prefetch` (a count) and
-    /// `deferred_acks` (`true` or `false`).
+    /// `visibility_timeout` and `refresh_interval` (seconds), `prefetch` (a count),
+    /// `deferred_acks` and `wake_ups` (`true` or `false`).
     ///
     /// ```no_run
     /// # async fn example() -> Result<(), hermes_core::Error> {
@@ -74,6 +75,9 @@ impl RedisSetDriver {
         }
         if let Some(deferred) = url.take_bool("deferred_acks")? {
             options.deferred_acks = deferred;
+        }
+        if let Some(wake_ups) = url.take_bool("wake_ups")? {
+            options.wake_ups = wake_ups;
         }
         let client = url.take("client").unwrap_or_else(|| "redis".to_owned());
         let cluster = url.scheme() == "redis+cluster";

@@ -61,7 +61,7 @@ pub fn cpu_time() -> Duration {
 
 /// Emit-to-handle latency of an idle worker: `samples` messages of type `message_type` sent one
 /// by one through `emitter`, `gap` apart, handled by a dispatcher on `worker`. Returns the
-/// median and the 90th percentile.
+/// median, the 90th and the 99th percentile.
 ///
 /// # Panics
 /// When a send or the dispatcher fails: a benchmark has no better way out.
@@ -70,7 +70,7 @@ pub async fn idle_latency(
     emitter: std::sync::Arc<dyn hermes_core::Driver>,
     samples: u64,
     gap: Duration,
-) -> (Duration, Duration) {
+) -> (Duration, Duration, Duration) {
     use std::sync::{Arc, Mutex};
 
     use hermes_core::time::unix_now;
@@ -107,5 +107,5 @@ pub async fn idle_latency(
     let mut latencies = latencies.lock().unwrap_or_else(|e| e.into_inner()).clone();
     latencies.sort_by(f64::total_cmp);
     let at = |q: usize| Duration::from_secs_f64(latencies[latencies.len() * q / 100].max(0.0));
-    (at(50), at(90))
+    (at(50), at(90), at(99))
 }

@@ -1,0 +1,311 @@
+//! Wake-ups: an idle worker finds a message a Rust emitter sent about one round trip later,
+//! instead of at its next look at the queue.
+//!
+//! - After each `send`, the emitter's driver pokes the queue's wake list `<key>_wake` (in the
+//!   queue's hash slot): it holds one token at most, and expires by itself. Pokes are
+//!   coalesced: one script in flight at a time per process, at most one per millisecond, and a
+//!   poke made meanwhile is sent after it, so no send goes without one.
+//! - While a `receive` of this process waits, a listener blocks on the list (`BLPOP`) on a
+//!   connection of its own, for at most [`RedisOptions::refresh_interval`](crate::RedisOptions)
+//!   or until the next delayed message is due, and tells the waiting receives to claim when it
+//!   returns, token or not. An idle worker thus sends two commands per refresh interval.
+//! - A claim that took a full batch pokes too, so the next idle worker claims what is left.
+//! - PHP emitters do not poke: their messages are found when the listener's wait ends.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use hermes_core::Error;
+use hermes_core::time::unix_now;
+use tokio::sync::{Notify, watch};
+
+use crate::client::RedisClient;
+use crate::driver::Inner;
+use crate::scripts::Script;
+
+/// Opens a connection of its own for the listener's blocking command.
+pub(crate) type OpenListener =
+    Arc<dyn Fn() -> BoxFuture<'static, Result<Arc<dyn RedisClient>, Error>> + Send + Sync>;
+
+/// How long the wake list keeps an unclaimed token.
+const TOKEN_TTL_MS: &str = "60000";
+
+/// The longest one blocking wait, well within the client's bound on a call.
+const LONGEST_BLOCK: Duration = Duration::from_secs(3);
+
+/// The least time between two pokes of one process.
+const POKE_GAP: Duration = Duration::from_millis(1);
+
+/// What the driver's clones share for wake-ups.
+pub(crate) struct Wakes {
+    /// The emit side: a poke is wanted, and the task sending them is told so.
+    pending: AtomicBool,
+    poke: Arc<Notify>,
+    poker: AtomicBool,
+    /// The receive side: how many receives wait, the number the listener raises each time
+    /// they should claim, and whether it runs.
+    waiting: AtomicUsize,
+    round: watch::Sender<u64>,
+    listener: AtomicBool,
+    /// The listener's connection once opened, and how to open one (none: receives poll).
+    connection: tokio::sync::Mutex<Option<Arc<dyn RedisClient>>>,
+    open: Option<OpenListener>,
+    /// When the earliest delayed message is due (Unix seconds, as f64 bits; 0: none known), as
+    /// the last claim that found nothing saw it.
+    next_due: AtomicU64,
+    /// Raised by every claim, so the listener waits for the claim its round started.
+    claims: watch::Sender<u64>,
+    /// The last listener failure logged, so a lasting outage is logged once.
+    failure: Mutex<Option<String>>,
+}
+
+impl fmt::Debug for Wakes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Wakes")
+            .field("listens", &self.open.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Wakes {
+    fn drop(&mut self) {
+        // Ends the poker's wait, so its task ends with the driver.
+        self.poke.notify_one();
+    }
+}
+
+impl Wakes {
+    pub(crate) fn new(open: Option<OpenListener>) -> Self {
+        Wakes {
+            pending: AtomicBool::new(false),
+            poke: Arc::new(Notify::new()),
+            poker: AtomicBool::new(false),
+            waiting: AtomicUsize::new(0),
+            round: watch::Sender::new(0),
+            listener: AtomicBool::new(false),
+            connection: tokio::sync::Mutex::new(None),
+            open,
+            next_due: AtomicU64::new(0),
+            claims: watch::Sender::new(0),
+            failure: Mutex::new(None),
+        }
+    }
+
+    /// How this driver opens a listener's connection, for a new instance on the same queue.
+    pub(crate) fn opener(&self) -> Option<OpenListener> {
+        self.open.clone()
+    }
+
+    /// Whether receives are woken (a listener can be opened), rather than polling.
+    pub(crate) fn listens(&self) -> bool {
+        self.open.is_some()
+    }
+
+    /// The round the next wait starts from; read before claiming, so a wake during the claim
+    /// is not missed.
+    pub(crate) fn round(&self) -> watch::Receiver<u64> {
+        self.round.subscribe()
+    }
+
+    /// Records what a claim saw: how many it took, and the earliest due time of the schedule
+    /// when it took none.
+    pub(crate) fn claimed(&self, next_due: Option<f64>) {
+        if let Some(at) = next_due {
+            self.next_due.store(at.to_bits(), Ordering::Relaxed);
+        } else {
+            self.next_due.store(0, Ordering::Relaxed);
+        }
+        self.claims.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    fn next_due(&self) -> Option<f64> {
+        let bits = self.next_due.load(Ordering::Relaxed);
+        (bits != 0).then(|| f64::from_bits(bits))
+    }
+}
+
+/// Counts a receive as waiting while it lives.
+pub(crate) struct Waiting<'a>(&'a Wakes);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Asks for a poke of the wake list; the poker task sends it. Starts the task once.
+pub(crate) fn poke(inner: &Arc<Inner>) {
+    let wakes = &inner.wakes;
+    wakes.pending.store(true, Ordering::Release);
+    wakes.poke.notify_one();
+    if wakes.poker.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let notify = wakes.poke.clone();
+    let weak = Arc::downgrade(inner);
+    tokio::spawn(async move {
+        // Lets a later poke start another task when this one's runtime shuts down.
+        let _running = PokerRunning(weak.clone());
+        loop {
+            notify.notified().await;
+            let Some(inner) = weak.upgrade() else { return };
+            if inner.wakes.pending.swap(false, Ordering::AcqRel) {
+                let _ = send_poke(&inner).await;
+            }
+            drop(inner);
+            tokio::time::sleep(POKE_GAP).await;
+        }
+    });
+}
+
+/// Clears the poker flag when the poker task ends, however it ends.
+struct PokerRunning(Weak<Inner>);
+
+impl Drop for PokerRunning {
+    fn drop(&mut self) {
+        if let Some(inner) = self.0.upgrade() {
+            inner.wakes.poker.store(false, Ordering::Release);
+        }
+    }
+}
+
+async fn send_poke(inner: &Inner) -> Result<(), Error> {
+    inner
+        .client
+        .eval(
+            Script::Wake,
+            &[inner.keys.wake.as_str()],
+            &[TOKEN_TTL_MS.as_bytes()],
+        )
+        .await
+        .map(drop)
+}
+
+/// Counts a receive as waiting, and starts the listener when it does not run.
+pub(crate) fn wait_here(inner: &Arc<Inner>) -> Waiting<'_> {
+    let wakes = &inner.wakes;
+    wakes.waiting.fetch_add(1, Ordering::AcqRel);
+    if wakes.listens() && !wakes.listener.swap(true, Ordering::AcqRel) {
+        let weak = Arc::downgrade(inner);
+        tokio::spawn(listen(weak));
+    }
+    Waiting(wakes)
+}
+
+/// Clears the listener flag when the listener task ends, however it ends.
+struct ListenerRunning(Weak<Inner>);
+
+impl Drop for ListenerRunning {
+    fn drop(&mut self) {
+        if let Some(inner) = self.0.upgrade() {
+            inner.wakes.listener.store(false, Ordering::Release);
+            // A receive that began to wait as this listener decided to end has none.
+            if inner.wakes.waiting.load(Ordering::Acquire) > 0 {
+                inner.wakes.round.send_modify(|n| *n = n.wrapping_add(1));
+            }
+        }
+    }
+}
+
+/// The listener: while receives wait, blocks on the wake list and starts a round of claims
+/// each time it returns.
+async fn listen(weak: Weak<Inner>) {
+    let _running = ListenerRunning(weak.clone());
+    loop {
+        let Some(inner) = weak.upgrade() else { return };
+        if inner.wakes.waiting.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let refresh = inner.options.refresh_interval;
+        let wait = inner
+            .wakes
+            .next_due()
+            .map_or(refresh, |at| {
+                Duration::try_from_secs_f64(at - unix_now())
+                    .unwrap_or_default()
+                    .min(refresh)
+            })
+            .clamp(Duration::from_millis(1), LONGEST_BLOCK);
+        let mut claims = inner.wakes.claims.subscribe();
+        let woke = match block(&inner, wait).await {
+            Ok(woke) => {
+                inner
+                    .wakes
+                    .failure
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take();
+                woke
+            }
+            Err(e) => {
+                note_failure(&inner, &e);
+                // The receives look every refresh interval meanwhile; try again after one.
+                inner.wakes.round.send_modify(|n| *n = n.wrapping_add(1));
+                drop(inner);
+                tokio::time::sleep(refresh).await;
+                continue;
+            }
+        };
+        let waiting = inner.wakes.waiting.load(Ordering::Acquire);
+        if woke && waiting == 0 {
+            // Taken for nobody here: leave it to another worker.
+            poke(&inner);
+            return;
+        }
+        claims.mark_unchanged();
+        inner.wakes.round.send_modify(|n| *n = n.wrapping_add(1));
+        drop(inner);
+        // The round's claim tells when the next delayed message is due; wait for it briefly.
+        let _ = tokio::time::timeout(Duration::from_millis(100), claims.changed()).await;
+    }
+}
+
+/// One `BLPOP` of the wake list for at most `wait`: whether it took a token.
+async fn block(inner: &Inner, wait: Duration) -> Result<bool, Error> {
+    let connection = {
+        let mut connection = inner.wakes.connection.lock().await;
+        match &*connection {
+            Some(c) => c.clone(),
+            None => {
+                let open = inner.wakes.open.as_ref().ok_or_else(|| Error::Config {
+                    driver: inner.client.name(),
+                    message: "no connection for wake-ups".to_owned(),
+                })?;
+                let opened = open().await?;
+                *connection = Some(opened.clone());
+                opened
+            }
+        }
+    };
+    let seconds = format!("{:.3}", wait.as_secs_f64());
+    match connection
+        .command("BLPOP", &[inner.keys.wake.as_bytes(), seconds.as_bytes()])
+        .await
+    {
+        Ok(reply) => Ok(!matches!(reply, crate::client::Reply::Nil)),
+        Err(e) => {
+            // Opened again next time: a connection may not outlive its runtime.
+            inner.wakes.connection.lock().await.take();
+            Err(e)
+        }
+    }
+}
+
+fn note_failure(inner: &Inner, error: &Error) {
+    let text = error.to_string();
+    let mut last = inner
+        .wakes
+        .failure
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if last.as_deref() != Some(text.as_str()) {
+        tracing::warn!(
+            "Waiting for wake-ups on {} failed - {text}; polling meanwhile",
+            inner.keys.wake
+        );
+        *last = Some(text);
+    }
+}

@@ -1,0 +1,211 @@
+//! Wake-ups on real Redis (both clients, and the Cluster): an idle worker whose refresh interval
+//! is long takes a message a Rust emitter sent at once, a delayed one when it is due, and a
+//! PHP emitter's at its next look; two idle workers both take part in a burst; the wake list
+//! holds one token at most and expires; with wake-ups off the worker only polls.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Library, Setup};
+use hermes_core::{DEFAULT_PRIORITY, Driver, JsonSerializer, Message, Serializer};
+use hermes_redis::{DeliveryMode, RedisOptions, RedisSetDriver};
+use hermes_testkit::suite::unique_queue_name;
+
+/// Longer than any wait below: a receive that returns sooner was woken.
+const REFRESH: Duration = Duration::from_secs(3);
+
+const SETUPS: [Setup; 3] = [
+    Setup::REDIS_RS,
+    Setup::FRED,
+    Setup {
+        library: Library::RedisRs,
+        mode: DeliveryMode::AtLeastOnce,
+        cluster: true,
+        immediate_acks: false,
+    },
+];
+
+fn options(setup: &Setup, queue: &str) -> RedisOptions {
+    let mut options = setup.options(queue);
+    options.refresh_interval = REFRESH;
+    options.visibility_timeout = Duration::from_secs(30);
+    options.prefetch = 1;
+    options
+}
+
+async fn open(setup: &Setup, queue: &str) -> RedisSetDriver {
+    setup
+        .connect(options(setup, queue))
+        .await
+        .expect("Redis is reachable")
+}
+
+async fn cleanup(setup: &Setup, queue: &str) {
+    for suffix in ["", "_schedule", "_in_flight", "_wake", "_workers"] {
+        let key = setup.key(queue, &format!("{queue}{suffix}"));
+        setup.cmd::<i64>(&[b"DEL", key.as_bytes()]).await;
+    }
+}
+
+/// Starts a receive on `worker` and lets it reach its wait: a first claim found nothing.
+fn waiting_receive(worker: &RedisSetDriver) -> tokio::task::JoinHandle<Option<(String, Duration)>> {
+    let worker = worker.clone();
+    tokio::spawn(async move {
+        let start = Instant::now();
+        let delivery = worker
+            .receive(&[], Duration::from_secs(20))
+            .await
+            .expect("receiving")?;
+        worker.ack(&delivery).await.expect("acknowledging");
+        Some((delivery.message().id().to_owned(), start.elapsed()))
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rust_emit_wakes_an_idle_worker_at_once() {
+    for setup in SETUPS {
+        let queue = unique_queue_name("wake");
+        let worker = open(&setup, &queue).await;
+        let emitter = open(&setup, &queue).await;
+        // Several rounds: the worker waits again after each message.
+        for round in 0..3 {
+            let receive = waiting_receive(&worker);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let sent = Instant::now();
+            let message = Message::builder("wake")
+                .id(format!("m-{round}"))
+                .build()
+                .unwrap();
+            emitter.send(&message, DEFAULT_PRIORITY).await.unwrap();
+            let (id, _) = receive.await.unwrap().expect("a message");
+            assert_eq!(id, format!("m-{round}"));
+            let took = sent.elapsed();
+            assert!(
+                took < Duration::from_secs(1),
+                "{setup:?}: woken {took:?} after the send, not at the refresh ({REFRESH:?})"
+            );
+        }
+        let wake = setup.key(&queue, &format!("{queue}_wake"));
+        let length: i64 = setup.cmd(&[b"LLEN", wake.as_bytes()]).await;
+        assert!(length <= 1, "one token at most: {length}");
+        cleanup(&setup, &queue).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delayed_message_is_taken_when_due_not_at_the_next_refresh() {
+    for setup in SETUPS {
+        let queue = unique_queue_name("wake-delayed");
+        let worker = open(&setup, &queue).await;
+        let emitter = open(&setup, &queue).await;
+        let receive = waiting_receive(&worker);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let sent = Instant::now();
+        let message = Message::builder("later")
+            .id("later")
+            .execute_at(hermes_core::time::unix_now() + 0.7)
+            .build()
+            .unwrap();
+        emitter.send(&message, DEFAULT_PRIORITY).await.unwrap();
+        let (id, _) = receive.await.unwrap().expect("a message");
+        assert_eq!(id, "later");
+        let took = sent.elapsed();
+        assert!(
+            took >= Duration::from_millis(650) && took < Duration::from_millis(1800),
+            "{setup:?}: taken {took:?} after the send, due after 700 ms"
+        );
+        cleanup(&setup, &queue).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_php_emitters_message_is_found_at_the_next_look() {
+    for setup in SETUPS {
+        let queue = unique_queue_name("wake-php");
+        let mut options = options(&setup, &queue);
+        options.refresh_interval = Duration::from_millis(400);
+        let worker = setup.connect(options).await.expect("Redis is reachable");
+        let receive = waiting_receive(&worker);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        // What a PHP emitter does: SADD of Hermes' JSON, and nothing else.
+        let body = JsonSerializer
+            .serialize(&Message::builder("php").id("from-php").build().unwrap())
+            .unwrap();
+        let set = setup.key(&queue, &queue);
+        setup.cmd::<i64>(&[b"SADD", set.as_bytes(), &body]).await;
+        let (id, took) = receive.await.unwrap().expect("a message");
+        assert_eq!(id, "from-php");
+        assert!(took < Duration::from_secs(2), "{setup:?}: {took:?}");
+        cleanup(&setup, &queue).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_idle_workers_both_take_part_in_a_burst() {
+    for setup in SETUPS {
+        let queue = unique_queue_name("wake-burst");
+        let first = open(&setup, &queue).await;
+        let second = open(&setup, &queue).await;
+        let emitter = open(&setup, &queue).await;
+        let one = waiting_receive(&first);
+        let two = waiting_receive(&second);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let sent = Instant::now();
+        for id in ["a", "b"] {
+            let message = Message::builder("burst").id(id).build().unwrap();
+            emitter.send(&message, DEFAULT_PRIORITY).await.unwrap();
+        }
+        let mut ids = vec![
+            one.await.unwrap().expect("a message").0,
+            two.await.unwrap().expect("a message").0,
+        ];
+        ids.sort();
+        assert_eq!(ids, ["a", "b"]);
+        let took = sent.elapsed();
+        assert!(
+            took < Duration::from_secs(1),
+            "{setup:?}: both woken within {took:?}, not at the refresh"
+        );
+        cleanup(&setup, &queue).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_wake_ups_nothing_is_poked_and_the_worker_polls() {
+    let setup = Setup::REDIS_RS;
+    let queue = unique_queue_name("wake-off");
+    let mut options = options(&setup, &queue);
+    options.wake_ups = false;
+    options.refresh_interval = Duration::from_millis(300);
+    let worker = setup.connect(options.clone()).await.expect("Redis");
+    let emitter = setup.connect(options).await.expect("Redis");
+    let receive = waiting_receive(&worker);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let message = Message::builder("plain").id("plain").build().unwrap();
+    emitter.send(&message, DEFAULT_PRIORITY).await.unwrap();
+    let (id, _) = receive.await.unwrap().expect("a message");
+    assert_eq!(id, "plain");
+    let wake = format!("{queue}_wake");
+    let exists: i64 = setup.cmd(&[b"EXISTS", wake.as_bytes()]).await;
+    assert_eq!(exists, 0, "no wake list without wake-ups");
+    cleanup(&setup, &queue).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wake_list_expires_when_no_worker_takes_its_token() {
+    let setup = Setup::FRED;
+    let queue = unique_queue_name("wake-ttl");
+    let emitter = open(&setup, &queue).await;
+    for n in 0..50 {
+        let message = Message::builder("x").id(format!("m-{n}")).build().unwrap();
+        emitter.send(&message, DEFAULT_PRIORITY).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let wake = format!("{queue}_wake");
+    let length: i64 = setup.cmd(&[b"LLEN", wake.as_bytes()]).await;
+    assert_eq!(length, 1, "one token, however many sends");
+    let ttl: i64 = setup.cmd(&[b"PTTL", wake.as_bytes()]).await;
+    assert!(ttl > 0 && ttl <= 60_000, "{ttl}");
+    cleanup(&setup, &queue).await;
+}
