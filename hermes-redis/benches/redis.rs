@@ -258,39 +258,37 @@ async fn bench(fred: bool, n: usize) {
     }
 }
 
-/// The commands Redis runs per second while one idle worker waits on `driver`: the calls of
-/// `INFO commandstats`, over 10 s, less the `INFO` that reads them. Nothing else may use the
-/// server meanwhile.
+/// The commands clients send per second while one idle worker waits on `driver`, over 10 s:
+/// the lines `MONITOR` shows, less those a script ran. Nothing else may use the server
+/// meanwhile.
 async fn idle_commands(driver: Arc<RedisSetDriver>) -> f64 {
-    async fn calls(connection: &mut redis::aio::MultiplexedConnection) -> u64 {
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query_async(connection)
-            .await
-            .unwrap();
-        info.lines()
-            .filter_map(|line| {
-                line.split_once(":calls=")?
-                    .1
-                    .split(',')
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .sum()
-    }
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
     let mut dispatcher = hermes_core::Dispatcher::from_arc(driver);
     dispatcher.register_fn("nothing", |_m| async { Ok(true) });
+    let stop = dispatcher.cancellation_token();
     let worker = tokio::spawn(async move { dispatcher.handle(&[]).await });
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let client = redis::Client::open(url()).unwrap();
-    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
-    let before = calls(&mut connection).await;
+    let address = url()
+        .trim_start_matches("redis://")
+        .trim_end_matches('/')
+        .to_owned();
+    let mut monitor = tokio::net::TcpStream::connect(&address).await.unwrap();
+    monitor.write_all(b"MONITOR\r\n").await.unwrap();
+    let mut lines = BufReader::new(monitor).lines();
     let window = Duration::from_secs(10);
-    tokio::time::sleep(window).await;
-    let after = calls(&mut connection).await;
-    worker.abort();
-    (after - before).saturating_sub(1) as f64 / window.as_secs_f64()
+    let mut sent = 0u64;
+    let _ = tokio::time::timeout(window, async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains(" [") && !line.contains(" lua]") {
+                sent += 1;
+            }
+        }
+    })
+    .await;
+    stop.cancel();
+    worker.await.unwrap().unwrap();
+    sent as f64 / window.as_secs_f64()
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

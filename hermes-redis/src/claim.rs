@@ -117,6 +117,9 @@ impl RedisSetDriver {
         args.push(default_index.to_string());
         args.push(format!("{:016x}", rand::random::<u64>()));
         let acked = self.take_acked();
+        let round = self.inner.wakes.round_now();
+        // Only a claim that looked at every set tells that none has a message.
+        let partial = sets.iter().any(|(_, _, taken)| !*taken);
         let mut args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         args.extend(acked.iter().map(Vec::as_slice));
         let reply = match inner.client.eval(Script::Claim, &keys, &args).await {
@@ -127,7 +130,7 @@ impl RedisSetDriver {
             }
         };
         let Reply::Array(items) = reply else {
-            self.inner.wakes.claimed(None);
+            self.inner.wakes.claimed(round, partial, None);
             return Ok(0);
         };
         if let [due] = items.as_slice() {
@@ -137,7 +140,7 @@ impl RedisSetDriver {
                 .into_bytes()
                 .and_then(|b| String::from_utf8(b).ok())
                 .and_then(|t| t.parse::<f64>().ok());
-            self.inner.wakes.claimed(next_due);
+            self.inner.wakes.claimed(round, partial, next_due);
             return Ok(0);
         }
         let at_least_once = self.at_least_once();
@@ -154,7 +157,7 @@ impl RedisSetDriver {
         }
         let count = taken.len();
         self.buffer().extend(taken);
-        self.inner.wakes.claimed(None);
+        self.inner.wakes.claimed(round, partial || count > 0, None);
         if count >= max {
             // More may be waiting: the next idle worker looks too.
             self.wake_workers();

@@ -36,7 +36,7 @@ pub struct RedisOptions {
     /// How long a claimed message may stay unacknowledged before it is delivered again.
     /// Default 300 s.
     pub visibility_timeout: Duration,
-    /// How long an idle worker waits at most between two looks at the queue. Default 2 s.
+    /// How long an idle worker waits at most between two looks at the queue. Default 2.5 s.
     ///
     /// With [`wake_ups`](RedisOptions::wake_ups), a worker looks as soon as a Rust emitter
     /// sends a message, or a delayed one is due; this bounds how long a message a PHP emitter
@@ -75,7 +75,7 @@ impl Default for RedisOptions {
             hash_tag: None,
             delivery: DeliveryMode::AtLeastOnce,
             visibility_timeout: Duration::from_secs(300),
-            refresh_interval: Duration::from_secs(2),
+            refresh_interval: Duration::from_millis(2500),
             wake_ups: true,
             prefetch: 16,
             deferred_acks: true,

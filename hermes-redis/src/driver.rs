@@ -199,6 +199,16 @@ impl RedisSetDriver {
         self.inner.options.delivery == DeliveryMode::AtLeastOnce
     }
 
+    /// A message of `priorities` from the buffer alone.
+    async fn take_buffered_one(&self, priorities: &[Priority]) -> Result<Option<Delivery>, Error> {
+        while let Some(taken) = self.take_buffered(priorities) {
+            if let Some(delivery) = self.deliver(taken).await? {
+                return Ok(Some(delivery));
+            }
+        }
+        Ok(None)
+    }
+
     /// A message of `priorities` from the buffer, or from a claim; `None` when the sets have
     /// none now.
     async fn take_one(&self, priorities: &[Priority]) -> Result<Option<Delivery>, Error> {
@@ -312,7 +322,14 @@ impl Driver for RedisSetDriver {
         let give_up = tokio::time::Instant::now() + wait;
         let mut round = self.inner.wakes.round();
         loop {
-            if let Some(delivery) = self.take_one(priorities).await? {
+            // A claim that found nothing, with no round since, needs no second one: the next
+            // round comes with the next send, due message or refresh.
+            let found = if self.inner.wakes.quiet() {
+                self.take_buffered_one(priorities).await?
+            } else {
+                self.take_one(priorities).await?
+            };
+            if let Some(delivery) = found {
                 return Ok(Some(delivery));
             }
             let now = tokio::time::Instant::now();

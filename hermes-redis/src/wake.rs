@@ -58,6 +58,9 @@ pub(crate) struct Wakes {
     next_due: AtomicU64,
     /// Raised by every claim, so the listener waits for the claim its round started.
     claims: watch::Sender<u64>,
+    /// One more than the round in which a claim began that found nothing (0: none since): till
+    /// the round moves on, a receive need not claim again before it waits.
+    empty_in: AtomicU64,
     /// The last listener failure logged, so a lasting outage is logged once.
     failure: Mutex<Option<String>>,
 }
@@ -90,6 +93,7 @@ impl Wakes {
             open,
             next_due: AtomicU64::new(0),
             claims: watch::Sender::new(0),
+            empty_in: AtomicU64::new(0),
             failure: Mutex::new(None),
         }
     }
@@ -110,9 +114,27 @@ impl Wakes {
         self.round.subscribe()
     }
 
-    /// Records what a claim saw: how many it took, and the earliest due time of the schedule
-    /// when it took none.
-    pub(crate) fn claimed(&self, next_due: Option<f64>) {
+    /// The round now, to give [`claimed`](Wakes::claimed) for a claim beginning now.
+    pub(crate) fn round_now(&self) -> u64 {
+        *self.round.borrow()
+    }
+
+    /// Whether nothing can have arrived since a claim found nothing: no round began since it
+    /// did (a send, a due delayed message or the refresh interval start one).
+    pub(crate) fn quiet(&self) -> bool {
+        self.listens() && self.empty_in.load(Ordering::Acquire) == self.round_now() + 1
+    }
+
+    /// Records what a claim that began in round `began` saw: whether messages may be left
+    /// (it took some, or did not look at every set), and the earliest due time of the
+    /// schedule when it took nothing.
+    pub(crate) fn claimed(&self, began: u64, may_be_left: bool, next_due: Option<f64>) {
+        let empty = if may_be_left {
+            0
+        } else {
+            began.wrapping_add(1)
+        };
+        self.empty_in.store(empty, Ordering::Release);
         if let Some(at) = next_due {
             self.next_due.store(at.to_bits(), Ordering::Relaxed);
         } else {

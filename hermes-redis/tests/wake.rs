@@ -15,6 +15,8 @@ use hermes_testkit::suite::unique_queue_name;
 /// Longer than any wait below: a receive that returns sooner was woken.
 const REFRESH: Duration = Duration::from_secs(3);
 
+const TRICKLE: usize = 100;
+
 const SETUPS: [Setup; 3] = [
     Setup::REDIS_RS,
     Setup::FRED,
@@ -208,4 +210,42 @@ async fn the_wake_list_expires_when_no_worker_takes_its_token() {
     let ttl: i64 = setup.cmd(&[b"PTTL", wake.as_bytes()]).await;
     assert!(ttl > 0 && ttl <= 60_000, "{ttl}");
     cleanup(&setup, &queue).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dispatcher_takes_a_trickle_as_it_comes() {
+    for setup in SETUPS {
+        let queue = unique_queue_name("wake-trickle");
+        let worker = open(&setup, &queue).await;
+        let emitter = open(&setup, &queue).await;
+        let handled = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = handled.clone();
+        let mut dispatcher = hermes_core::Dispatcher::new(worker).max_items(TRICKLE as u64);
+        dispatcher.register_fn("trickle", move |_m| {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async { Ok(true) }
+        });
+        let running = tokio::spawn(async move { dispatcher.handle(&[]).await });
+        let start = Instant::now();
+        for n in 0..TRICKLE {
+            let message = Message::builder("trickle")
+                .id(format!("t-{n}"))
+                .build()
+                .unwrap();
+            emitter.send(&message, DEFAULT_PRIORITY).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(7)).await;
+        }
+        tokio::time::timeout(Duration::from_secs(20), running)
+            .await
+            .expect("the dispatcher finished")
+            .unwrap()
+            .unwrap();
+        let took = start.elapsed();
+        let sending = Duration::from_millis(7) * TRICKLE as u32;
+        assert!(
+            took < sending + Duration::from_secs(1),
+            "{setup:?}: {TRICKLE} messages 7 ms apart took {took:?}, not refreshes of {REFRESH:?}"
+        );
+        cleanup(&setup, &queue).await;
+    }
 }
