@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use hermes_core::{DEFAULT_PRIORITY, Emitter, JsonSerializer, Message, Serializer};
 use hermes_rabbitmq::{RabbitMqDriver, RabbitMqOptions, exchanges_of, queues_of};
-use hermes_testkit::bench::{idle_latency, print_ratio, time_dispatch};
+use hermes_testkit::bench::{
+    emit_from_tasks, emit_in_batches, idle_latency, print_ratio, time_dispatch,
+};
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
     ConfirmSelectOptions, ExchangeDeleteOptions, QueueDeclareOptions, QueueDeleteOptions,
@@ -143,35 +145,18 @@ async fn main() {
     // for each confirm before it publishes the next message.
     let emitter = Arc::new(Emitter::new(driver(&queue)));
     emitter.emit(&sample(), DEFAULT_PRIORITY).await.unwrap();
-    let start = Instant::now();
-    let tasks: Vec<_> = (0..8)
-        .map(|_| {
-            let emitter = emitter.clone();
-            tokio::spawn(async move {
-                for _ in 0..n / 8 {
-                    emitter.emit(&sample(), DEFAULT_PRIORITY).await.unwrap();
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
-    }
+    let took = emit_from_tasks(emitter.clone(), 8, n / 8, sample).await;
     print_ratio(
         "emit, 8 tasks (baseline: one emitter, above)",
         n / 8 * 8,
-        start.elapsed(),
+        took,
         one_by_one,
     );
-    let batch: Vec<Message> = (0..100).map(|_| sample()).collect();
-    let start = Instant::now();
-    for _ in 0..n / 100 {
-        emitter.emit_batch(&batch, DEFAULT_PRIORITY).await.unwrap();
-    }
+    let took = emit_in_batches(&emitter, n / 100, 100, sample).await;
     print_ratio(
         "emit_batch of 100 (baseline: one emitter)",
         n / 100 * 100,
-        start.elapsed(),
+        took,
         one_by_one,
     );
     raw_consume(&connection, &queue, 1 + n / 8 * 8 + n / 100 * 100, 16).await;

@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use hermes_core::{DEFAULT_PRIORITY, Emitter, JsonSerializer, Message, Serializer};
 use hermes_redis::{RedisOptions, RedisSetDriver};
-use hermes_testkit::bench::{cpu_time, idle_latency, print_ratio, time_dispatch};
+use hermes_testkit::bench::{
+    cpu_time, emit_from_tasks, emit_in_batches, idle_latency, print_ratio, time_dispatch,
+};
 
 fn url() -> String {
     std::env::var("HERMES_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
@@ -159,36 +161,14 @@ async fn bench(fred: bool, n: usize) {
 
     // Eight tasks on one driver (its connection pipelines them), and batches of 100.
     let emitter = Arc::new(emitter);
-    let start = Instant::now();
-    let tasks: Vec<_> = (0..8)
-        .map(|_| {
-            let emitter = emitter.clone();
-            tokio::spawn(async move {
-                for _ in 0..n / 8 {
-                    emitter.emit(&sample(), DEFAULT_PRIORITY).await.unwrap();
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap();
-    }
-    print_ratio(
-        "emit, 8 tasks (raw: SADD loop)",
-        n / 8 * 8,
-        start.elapsed(),
-        raw_emit,
-    );
+    let took = emit_from_tasks(emitter.clone(), 8, n / 8, sample).await;
+    print_ratio("emit, 8 tasks (raw: SADD loop)", n / 8 * 8, took, raw_emit);
     raw.del(&keys(&key)).await;
-    let batch: Vec<Message> = (0..100).map(|_| sample()).collect();
-    let start = Instant::now();
-    for _ in 0..n / 100 {
-        emitter.emit_batch(&batch, DEFAULT_PRIORITY).await.unwrap();
-    }
+    let took = emit_in_batches(&emitter, n / 100, 100, sample).await;
     print_ratio(
         "emit_batch of 100 (raw: SADD loop)",
         n / 100 * 100,
-        start.elapsed(),
+        took,
         raw_emit,
     );
     raw.del(&keys(&key)).await;

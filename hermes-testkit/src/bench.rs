@@ -109,3 +109,56 @@ pub async fn idle_latency(
     let at = |q: usize| Duration::from_secs_f64(latencies[latencies.len() * q / 100].max(0.0));
     (at(50), at(90), at(99))
 }
+
+/// How long `tasks` tasks take to emit `per_task` messages each (made by `message`) through
+/// one `emitter`, all at once.
+///
+/// # Panics
+/// When an emit fails.
+pub async fn emit_from_tasks(
+    emitter: std::sync::Arc<hermes_core::Emitter>,
+    tasks: usize,
+    per_task: usize,
+    message: fn() -> hermes_core::Message,
+) -> Duration {
+    let start = std::time::Instant::now();
+    let running: Vec<_> = (0..tasks)
+        .map(|_| {
+            let emitter = emitter.clone();
+            tokio::spawn(async move {
+                for _ in 0..per_task {
+                    emitter
+                        .emit(&message(), hermes_core::DEFAULT_PRIORITY)
+                        .await
+                        .expect("emitting");
+                }
+            })
+        })
+        .collect();
+    for task in running {
+        task.await.expect("an emitting task");
+    }
+    start.elapsed()
+}
+
+/// How long `batches` calls of `emit_batch` with `size` messages each (made by `message`) take
+/// through `emitter`, one after the other.
+///
+/// # Panics
+/// When an emit fails.
+pub async fn emit_in_batches(
+    emitter: &hermes_core::Emitter,
+    batches: usize,
+    size: usize,
+    message: fn() -> hermes_core::Message,
+) -> Duration {
+    let batch: Vec<hermes_core::Message> = (0..size).map(|_| message()).collect();
+    let start = std::time::Instant::now();
+    for _ in 0..batches {
+        emitter
+            .emit_batch(&batch, hermes_core::DEFAULT_PRIORITY)
+            .await
+            .expect("emitting a batch");
+    }
+    start.elapsed()
+}
