@@ -13,27 +13,33 @@ use super::State;
 
 /// The gauges of every queue: a figure the backend cannot tell is left out, never guessed.
 pub(crate) async fn metrics(Shared(state): Shared<Arc<State>>) -> Response {
-    let stats = match tokio::time::timeout(state.timeout, state.driver.stats()).await {
-        Ok(Ok(stats)) => stats,
-        Ok(Err(e)) => return (axum::http::StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
-        Err(_) => {
-            return (axum::http::StatusCode::GATEWAY_TIMEOUT, "no answer in time").into_response();
-        }
+    let stats = match within(&state, state.driver.stats()).await {
+        Ok(stats) => stats,
+        Err(failed) => return failed,
     };
     let mut text = render(&stats);
     if state.driver.capabilities().workers {
-        match tokio::time::timeout(state.timeout, state.driver.workers()).await {
-            Ok(Ok(workers)) => text.push_str(&render_workers(&workers)),
-            Ok(Err(e)) => {
-                return (axum::http::StatusCode::BAD_GATEWAY, e.to_string()).into_response();
-            }
-            Err(_) => {
-                return (axum::http::StatusCode::GATEWAY_TIMEOUT, "no answer in time")
-                    .into_response();
-            }
+        match within(&state, state.driver.workers()).await {
+            Ok(workers) => text.push_str(&render_workers(&workers)),
+            Err(failed) => return failed,
         }
     }
     ([(CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+/// Runs a backend call within the dashboard's timeout; a failure is a plain-text answer
+/// (502 for an error, 504 for no answer in time), as a scraper reads it.
+async fn within<T>(
+    state: &State,
+    work: impl Future<Output = Result<T, hermes_core::Error>>,
+) -> Result<T, Response> {
+    match tokio::time::timeout(state.timeout, work).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => Err((axum::http::StatusCode::BAD_GATEWAY, e.to_string()).into_response()),
+        Err(_) => {
+            Err((axum::http::StatusCode::GATEWAY_TIMEOUT, "no answer in time").into_response())
+        }
+    }
 }
 
 /// A worker's series: its name, its type, its help text and its value.
