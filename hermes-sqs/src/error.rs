@@ -76,9 +76,30 @@ const TEMPORARY_CODES: [&str; 8] = [
     "InternalFailure",
 ];
 
+/// Service error codes of a queue that does not exist (any more), or that was deleted so
+/// recently that it cannot be created again yet.
+const GONE_CODES: [&str; 4] = [
+    "AWS.SimpleQueueService.NonExistentQueue",
+    "QueueDoesNotExist",
+    "AWS.SimpleQueueService.QueueDeletedRecently",
+    "QueueDeletedRecently",
+];
+
+/// Whether `error` says that the queue it was sent to does not exist (any more).
+pub(crate) fn queue_gone<E, R>(error: &SdkError<E, R>) -> bool
+where
+    E: ProvideErrorMetadata,
+{
+    error
+        .as_service_error()
+        .and_then(ProvideErrorMetadata::code)
+        .is_some_and(|code| GONE_CODES.contains(&code))
+}
+
 /// `error` of the SDK call `operation`: a lost connection or a timeout is a temporary
-/// [`Error::Connection`]; a service error is an [`Error::Driver`], temporary when throttled or
-/// when the service failed; a request that could not be built (no region, no HTTP client) or
+/// [`Error::Connection`]; a service error is an [`Error::Driver`], temporary when throttled,
+/// when the service failed, or when the queue is gone (deleted while the driver ran: the next
+/// call looks it up, or creates it, again); a request that could not be built (no region, no HTTP client) or
 /// that the client refused to send is an [`Error::Config`].
 pub(crate) fn sdk_error<E, R>(operation: &'static str, error: SdkError<E, R>) -> Error
 where
@@ -89,7 +110,7 @@ where
     match &error {
         SdkError::ServiceError(service) => {
             let code = service.err().code().unwrap_or_default();
-            let temporary = TEMPORARY_CODES.contains(&code);
+            let temporary = TEMPORARY_CODES.contains(&code) || GONE_CODES.contains(&code);
             Error::Driver {
                 driver: NAME,
                 message,

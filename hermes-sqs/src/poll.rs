@@ -122,7 +122,7 @@ impl SqsDriver {
         let limit = Duration::from_secs(wait_seconds.unsigned_abs().into()) + COMMAND_TIMEOUT;
         let received = bounded("ReceiveMessage", limit, request.send())
             .await?
-            .map_err(|e| sdk_error("ReceiveMessage", e))?;
+            .map_err(|e| self.queue_error("ReceiveMessage", name, e))?;
         // SQS claimed the messages somewhere between the request and the answer: a long poll
         // answers as soon as it has some, so count the claim from a second before the answer
         // (or from the request, when that is later).
@@ -426,7 +426,7 @@ impl SqsDriver {
                 .send();
             let received = bounded("ReceiveMessage", COMMAND_TIMEOUT, request)
                 .await?
-                .map_err(|e| sdk_error("ReceiveMessage", e))?;
+                .map_err(|e| self.queue_error("ReceiveMessage", &delay.name, e))?;
             let messages = received.messages.unwrap_or_default();
             let full = messages.len() >= MAX_BATCH_SIZE as usize;
             for message in messages {

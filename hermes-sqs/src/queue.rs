@@ -5,11 +5,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, QueueAttributeName};
 use hermes_core::Error;
 
 use crate::driver::{SqsDriver, lock};
-use crate::error::{COMMAND_TIMEOUT, bounded, sdk_error};
+use crate::error::{COMMAND_TIMEOUT, bounded, queue_gone, sdk_error};
 use crate::{MAX_BATCH_SIZE, NAME};
 
 /// SQS's longest message retention: 14 days.
@@ -38,6 +39,25 @@ pub(crate) fn whole_seconds(duration: Duration) -> i32 {
 }
 
 impl SqsDriver {
+    /// `error` of the SDK call `operation` on the queue called `name`, as [`sdk_error`] makes
+    /// it; when it says the queue is gone, the driver forgets the queue, so that the next call
+    /// looks it up, or creates it, again.
+    pub(crate) fn queue_error<E, R>(
+        &self,
+        operation: &'static str,
+        name: &str,
+        error: SdkError<E, R>,
+    ) -> Error
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+        R: std::fmt::Debug + Send + Sync + 'static,
+    {
+        if queue_gone(&error) {
+            lock(&self.inner.resolved).remove(name);
+        }
+        sdk_error(operation, error)
+    }
+
     /// The queue called `name`, looked up, or created when it does not exist, once.
     pub(crate) async fn resolve(&self, name: &str) -> Result<Arc<QueueInfo>, Error> {
         let cell = lock(&self.inner.resolved)

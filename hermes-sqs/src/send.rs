@@ -5,7 +5,7 @@ use hermes_core::time::unix_now;
 use hermes_core::{Error, Message};
 
 use crate::driver::SqsDriver;
-use crate::error::{COMMAND_TIMEOUT, bounded, sdk_error};
+use crate::error::{COMMAND_TIMEOUT, bounded};
 use crate::naming::TARGET_ATTRIBUTE;
 use crate::queue::QueueInfo;
 use crate::{MAX_BATCH_SIZE, NAME};
@@ -86,7 +86,7 @@ impl SqsDriver {
             .send();
         bounded("SendMessage", COMMAND_TIMEOUT, request)
             .await?
-            .map_err(|e| sdk_error("SendMessage", e))?;
+            .map_err(|e| self.queue_error("SendMessage", &delay.name, e))?;
         Ok(())
     }
 
@@ -112,7 +112,7 @@ impl SqsDriver {
         }
         bounded("SendMessage", COMMAND_TIMEOUT, request.send())
             .await?
-            .map_err(|e| sdk_error("SendMessage", e))?;
+            .map_err(|e| self.queue_error("SendMessage", &queue.name, e))?;
         Ok(())
     }
 
@@ -151,7 +151,7 @@ impl SqsDriver {
             .send();
         let output = bounded("SendMessageBatch", COMMAND_TIMEOUT, request)
             .await?
-            .map_err(|e| sdk_error("SendMessageBatch", e))?;
+            .map_err(|e| self.queue_error("SendMessageBatch", &queue.name, e))?;
         for (i, (message, body)) in messages.iter().zip(bodies).enumerate() {
             let id = i.to_string();
             if output.successful().iter().any(|sent| sent.id() == id) {

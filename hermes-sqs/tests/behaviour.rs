@@ -659,3 +659,40 @@ async fn an_ack_deletes_on_a_queue_without_visibility_timeout() {
     );
     common::cleanup(&queue).await;
 }
+
+/// A queue deleted while the driver runs (or forgotten by a restarted test server) fails the
+/// next call with a temporary error, so a worker waits it out instead of exiting; the call
+/// after it creates the queue again, and sending and receiving go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_deleted_under_the_driver_is_temporary_and_created_again() {
+    if !sqs_or_skip().await {
+        return;
+    }
+    let queue = unique_queue_name("deleted");
+    let driver = open(&queue, options()).await;
+    driver
+        .send(&Message::new("before"), DEFAULT_PRIORITY)
+        .await
+        .unwrap();
+    let sdk = client().await;
+    common::delete_queue(&sdk, &queue).await;
+
+    let err = driver
+        .receive(&[], Duration::from_secs(1))
+        .await
+        .expect_err("the queue is gone");
+    assert!(err.is_temporary(), "{err}");
+    assert!(err.to_string().contains("ReceiveMessage"), "{err}");
+
+    let after = Message::new("after");
+    driver.send(&after, DEFAULT_PRIORITY).await.unwrap();
+    let delivery = driver
+        .receive(&[], Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("the message sent after the queue came back");
+    assert_eq!(delivery.message().id(), after.id());
+    driver.ack(&delivery).await.unwrap();
+    driver.flush().await.unwrap();
+    common::cleanup(&queue).await;
+}
