@@ -44,6 +44,40 @@ pub struct RabbitMqOptions {
     /// letter quarantined by an earlier version has no recorded time and is kept whatever
     /// its age (the count still applies).
     pub retention: Retention,
+    /// The type of every queue the driver declares: the priority queues, their delay ladders
+    /// and their dead-letter queues. Default [`QueueType::Classic`], as Hermes declares.
+    pub queue_type: QueueType,
+}
+
+/// The type of the queues a [`RabbitMqDriver`](crate::RabbitMqDriver) declares (their
+/// `x-queue-type` argument).
+///
+/// A queue's type is fixed when the queue is created: a driver declaring an existing queue as
+/// the other type fails with the broker's `PRECONDITION_FAILED`, and so does PHP Hermes, which
+/// declares its queue without arguments, on a quorum queue: quorum queues are for Rust
+/// processes only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum QueueType {
+    /// Classic queues, declared without `x-queue-type`, as Hermes declares them.
+    #[default]
+    Classic,
+    /// Quorum queues (`x-queue-type: quorum`): replicated over the nodes of a cluster with
+    /// Raft, so a confirmed message survives the loss of a minority of the nodes. They must be
+    /// durable. Their delay ladder dead-letters at least once (`x-dead-letter-strategy:
+    /// at-least-once`), so a broker stopping while a delayed message moves between its levels
+    /// does not drop it.
+    Quorum,
+}
+
+impl QueueType {
+    /// Its name, as the `queue_type` URL parameter and the broker spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueType::Classic => "classic",
+            QueueType::Quorum => "quorum",
+        }
+    }
 }
 
 /// What the driver does with a message body that cannot be decoded. Either way it rejects the
@@ -79,13 +113,14 @@ impl Default for RabbitMqOptions {
             undecodable: UndecodableAction::default(),
             refresh_interval: Duration::from_millis(100),
             retention: Retention::default(),
+            queue_type: QueueType::default(),
         }
     }
 }
 
 impl RabbitMqOptions {
-    /// Checks the options: a prefetch of at least 1, a consumer tag of 1 to 200 bytes, and
-    /// properties without an expiration.
+    /// Checks the options: a prefetch of at least 1, a consumer tag of 1 to 200 bytes,
+    /// properties without an expiration, and durable quorum queues.
     pub(crate) fn validate(&self) -> Result<(), Error> {
         let problem = if self.prefetch == 0 {
             Some("the prefetch must be at least 1")
@@ -96,6 +131,8 @@ impl RabbitMqOptions {
                 "the properties must not set an expiration: a per-message TTL would let a \
                  delayed message out of the delay queues before it is due",
             )
+        } else if self.queue_type == QueueType::Quorum && !self.durable {
+            Some("quorum queues are always durable: a quorum queue type needs durable = true")
         } else {
             None
         };

@@ -8,6 +8,7 @@ use hermes_core::Error;
 use hermes_core::time::unix_now;
 use lapin::types::{AMQPValue, FieldTable};
 
+use crate::QueueType;
 use crate::driver::RabbitMqDriver;
 use crate::ladder::{self, Trip};
 use crate::naming::{arrival_exchange, delay_level, long_delay_queue};
@@ -128,6 +129,18 @@ impl Session {
             "x-dead-letter-exchange".into(),
             AMQPValue::LongString(below.as_str().into()),
         );
+        if self.queue_type() == QueueType::Quorum {
+            // A quorum queue can dead-letter at least once, which needs it to refuse
+            // publishes rather than drop its oldest when it is full (it never is: no limit).
+            arguments.insert(
+                "x-dead-letter-strategy".into(),
+                AMQPValue::LongString("at-least-once".into()),
+            );
+            arguments.insert(
+                "x-overflow".into(),
+                AMQPValue::LongString("reject-publish".into()),
+            );
+        }
         self.declare(&name, arguments).await?;
         self.bind_queue(&name, &name, &ladder::binding_key(level, true))
             .await?;

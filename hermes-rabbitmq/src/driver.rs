@@ -169,7 +169,12 @@ impl RabbitMqDriver {
         }
         *slot = None;
         let options = &self.inner.options;
-        let open = Session::open(&self.inner.url, options.durable, options.prefetch);
+        let open = Session::open(
+            &self.inner.url,
+            options.durable,
+            options.queue_type,
+            options.prefetch,
+        );
         let session = Arc::new(bounded("connecting", None, open).await?);
         *slot = Some(session.clone());
         Ok(session)

@@ -27,6 +27,11 @@ pub(crate) fn lapin_error(error: lapin::Error) -> Error {
              durability. Hermes 5 and older, and PHP Hermes' current master, declare it \
              non-durable: to share such a queue, set `durable: false` in RabbitMqOptions"
         ),
+        406 if reply.contains("x-queue-type") => format!(
+            "the broker refused a queue declaration ({reply}): the queue exists as another \
+             type. Set `queue_type` in RabbitMqOptions to the type it has (a PHP Hermes \
+             process declares classic queues), or move its messages to a new queue"
+        ),
         406 => format!(
             "the broker refused a declaration ({reply}); an existing queue or exchange with \
              other settings (durable or not, arguments) must be deleted or used with \

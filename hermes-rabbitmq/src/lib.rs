@@ -54,7 +54,7 @@ mod session;
 mod settle;
 mod url;
 
-pub use config::{RabbitMqOptions, UndecodableAction};
+pub use config::{QueueType, RabbitMqOptions, UndecodableAction};
 pub use dead::{DEAD_AT, DEAD_ERROR, DEAD_HANDLER, DEAD_ID, DEAD_KIND, DEAD_RETRIES, PRIORITY};
 pub use driver::RabbitMqDriver;
 pub use ladder::{DELAY_LEVELS, DELAY_UNIT_MS};

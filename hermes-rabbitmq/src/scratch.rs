@@ -77,8 +77,8 @@ impl<'s> Scratch<'s> {
         }
     }
 
-    /// Declares `queue` with `arguments` (`durable` or not): `false` when it exists with
-    /// other arguments, and is left as it is.
+    /// Declares `queue` with `arguments` (`durable` or not, of the session's queue type):
+    /// `false` when it exists with other arguments, and is left as it is.
     pub(crate) async fn declare(
         &mut self,
         queue: &str,
@@ -92,7 +92,7 @@ impl<'s> Scratch<'s> {
         };
         let declare = async {
             channel
-                .queue_declare(queue.into(), options, arguments)
+                .queue_declare(queue.into(), options, self.session.typed(arguments))
                 .await
         };
         match bounded("declaring a queue", Some(self.session), lift(declare)).await? {

@@ -10,17 +10,17 @@ use lapin::options::{
     BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions, ExchangeBindOptions,
     ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
 };
-use lapin::types::FieldTable;
+use lapin::types::{AMQPValue, FieldTable};
 use lapin::{
     BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, ExchangeKind,
 };
 
-use crate::NAME;
 use crate::consumers::Consuming;
 use crate::dead::Stores;
 use crate::delay::Ladders;
 use crate::error::lapin_error;
 use crate::patience::Flows;
+use crate::{NAME, QueueType};
 
 /// The longest one call to the broker may take, connecting included: a broker that takes the
 /// connection but does not answer (frozen, or still starting) fails the call with a temporary
@@ -57,6 +57,7 @@ pub(crate) struct Session {
     pub(crate) publisher: Channel,
     pub(crate) consumer: Channel,
     durable: bool,
+    queue_type: QueueType,
     declared: Mutex<HashSet<String>>,
     /// The delay ladders this session declared.
     pub(crate) ladders: Ladders,
@@ -93,8 +94,14 @@ impl Drop for Session {
 }
 
 impl Session {
-    /// Connects to `url`; the consuming channel gets a prefetch of `prefetch` per consumer.
-    pub(crate) async fn open(url: &str, durable: bool, prefetch: u16) -> Result<Self, Error> {
+    /// Connects to `url`; the consuming channel gets a prefetch of `prefetch` per consumer,
+    /// and every queue is declared `durable` or not, of `queue_type`.
+    pub(crate) async fn open(
+        url: &str,
+        durable: bool,
+        queue_type: QueueType,
+        prefetch: u16,
+    ) -> Result<Self, Error> {
         let connection = Connection::connect(url, ConnectionProperties::default())
             .await
             .map_err(lapin_error)?;
@@ -113,6 +120,7 @@ impl Session {
             publisher,
             consumer,
             durable,
+            queue_type,
             declared: Mutex::default(),
             ladders: Ladders::default(),
             dead_stores: Stores::default(),
@@ -165,6 +173,23 @@ impl Session {
         self.declare_now(queue, FieldTable::default()).await
     }
 
+    /// `arguments` with the session's queue type (none for a classic queue, as Hermes
+    /// declares).
+    pub(crate) fn typed(&self, mut arguments: FieldTable) -> FieldTable {
+        if self.queue_type != QueueType::Classic {
+            arguments.insert(
+                "x-queue-type".into(),
+                AMQPValue::LongString(self.queue_type.as_str().into()),
+            );
+        }
+        arguments
+    }
+
+    /// The queue type of this session's queues.
+    pub(crate) fn queue_type(&self) -> QueueType {
+        self.queue_type
+    }
+
     async fn declare_now(&self, queue: &str, arguments: FieldTable) -> Result<u32, Error> {
         let options = QueueDeclareOptions {
             durable: self.durable,
@@ -172,7 +197,7 @@ impl Session {
         };
         let declared = self
             .publisher
-            .queue_declare(queue.into(), options, arguments)
+            .queue_declare(queue.into(), options, self.typed(arguments))
             .await
             .map_err(lapin_error)?;
         Ok(declared.message_count())

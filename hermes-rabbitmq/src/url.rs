@@ -2,13 +2,14 @@
 
 use hermes_core::{DriverUrl, Error};
 
-use crate::{NAME, RabbitMqDriver, RabbitMqOptions, UndecodableAction};
+use crate::{NAME, QueueType, RabbitMqDriver, RabbitMqOptions, UndecodableAction};
 
 /// The parameters [`RabbitMqDriver::from_url`] takes.
-const PARAMETERS: [&str; 8] = [
+const PARAMETERS: [&str; 9] = [
     "queue",
     "prefetch",
     "durable",
+    "queue_type",
     "consumer_tag",
     "undecodable",
     "refresh_interval",
@@ -27,6 +28,7 @@ impl RabbitMqDriver {
     /// | `queue` | the queue of the default priority | `hermes` |
     /// | `prefetch` | [`RabbitMqOptions::prefetch`], 1 to 65535 | 1 |
     /// | `durable` | [`RabbitMqOptions::durable`], `true` or `false` | `true` |
+    /// | `queue_type` | [`RabbitMqOptions::queue_type`]: `classic` or `quorum` | `classic` |
     /// | `consumer_tag` | [`RabbitMqOptions::consumer_tag`] | `hermes` |
     /// | `undecodable` | [`RabbitMqOptions::undecodable`]: `quarantine` or `reject` | `quarantine` |
     /// | `refresh_interval` | [`RabbitMqOptions::refresh_interval`], in seconds | 0.1 |
@@ -66,6 +68,13 @@ impl RabbitMqDriver {
         }
         if let Some(durable) = url.take_bool("durable")? {
             options.durable = durable;
+        }
+        if let Some(queue_type) = url.take("queue_type") {
+            options.queue_type = match queue_type.as_str() {
+                "classic" => QueueType::Classic,
+                "quorum" => QueueType::Quorum,
+                _ => return Err(url.error("queue_type is classic or quorum")),
+            };
         }
         if let Some(tag) = url.take("consumer_tag") {
             options.consumer_tag = tag;
@@ -129,6 +138,9 @@ mod tests {
         assert_eq!(defaults.inner.queue, "hermes");
         assert_eq!(defaults.inner.options.prefetch, 1);
         assert!(defaults.inner.options.durable);
+        assert_eq!(defaults.inner.options.queue_type, QueueType::Classic);
+        let quorum = RabbitMqDriver::from_url("amqp://127.0.0.1/%2f?queue_type=quorum").unwrap();
+        assert_eq!(quorum.inner.options.queue_type, QueueType::Quorum);
 
         for (url, says) in [
             ("redis://:secret-pw@x", "amqp://"),
@@ -137,6 +149,14 @@ mod tests {
             ("amqp://u:secret-pw@h/%2f?prefetch=0", "prefetch"),
             ("amqp://u:secret-pw@h/%2f?prefetch=70000", "prefetch"),
             ("amqp://u:secret-pw@h/%2f?durable=yes", "true or false"),
+            (
+                "amqp://u:secret-pw@h/%2f?queue_type=stream",
+                "classic or quorum",
+            ),
+            (
+                "amqp://u:secret-pw@h/%2f?queue_type=quorum&durable=false",
+                "durable",
+            ),
             (
                 "amqp://u:secret-pw@h/%2f?undecodable=drop",
                 "quarantine or reject",

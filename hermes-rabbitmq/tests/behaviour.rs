@@ -1,12 +1,15 @@
-//! The RabbitMQ driver against plain AMQP clients and a broker that refuses a declaration.
+//! The RabbitMQ driver against plain AMQP clients, a broker that refuses a declaration, and
+//! quorum queues.
 
 mod common;
 
 use std::time::Duration;
 
-use common::{RabbitHarness, amqp_url, raw, take_raw};
-use hermes_core::{DEFAULT_PRIORITY, Driver, Error, Message};
-use hermes_rabbitmq::{RabbitMqDriver, RabbitMqOptions};
+use common::{CLASSIC, amqp_url, rabbitmqctl, raw, take_raw};
+use hermes_core::{DEFAULT_PRIORITY, DeadKind, DeadReason, Driver, Error, Message};
+use hermes_rabbitmq::{
+    DELAY_LEVELS, QueueType, RabbitMqDriver, RabbitMqOptions, delay_level, quarantine_queue,
+};
 use hermes_testkit::suite::{Harness, unique_queue_name};
 use lapin::options::QueueDeclareOptions;
 use lapin::types::FieldTable;
@@ -55,7 +58,7 @@ async fn a_refused_declaration_is_a_clear_error_naming_the_queue() {
         .unwrap()
         .unwrap();
     transient.ack(&d).await.unwrap();
-    RabbitHarness.cleanup(&queue).await;
+    CLASSIC.cleanup(&queue).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -80,19 +83,96 @@ async fn message_properties_are_published_and_a_set_delivery_mode_wins() {
             properties.content_type().as_ref().map(|c| c.as_str()),
             Some("application/json")
         );
-        RabbitHarness.cleanup(&queue).await;
+        CLASSIC.cleanup(&queue).await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_serializer_given_is_used() {
     let queue = unique_queue_name("serializer");
-    let plain = RabbitHarness.open(&queue).await.unwrap();
-    let tagged = RabbitHarness
+    let plain = CLASSIC.open(&queue).await.unwrap();
+    let tagged = CLASSIC
         .open(&queue)
         .await
         .unwrap()
         .with_serializer(hermes_testkit::TaggedSerializer);
     hermes_testkit::check_serializer_is_used(&plain, &tagged).await;
-    RabbitHarness.cleanup(&queue).await;
+    CLASSIC.cleanup(&queue).await;
+}
+
+/// With `queue_type: Quorum` every queue the driver declares is a quorum queue: the priority
+/// queue, the delay ladder's levels and the dead-letter queue; a classic driver on the same
+/// queue gets a clear error naming the option.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_queues_are_declared_as_quorum_and_a_classic_driver_is_told_why_not() {
+    let queue = unique_queue_name("quorum-type");
+    let mut options = RabbitMqOptions::default();
+    options.queue_type = QueueType::Quorum;
+    let driver = RabbitMqDriver::new(&amqp_url(), &queue, options).unwrap();
+    let due_later = Message::builder("t")
+        .delay(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    driver.send(&due_later, DEFAULT_PRIORITY).await.unwrap();
+    let failed = Message::new("t");
+    driver.send(&failed, DEFAULT_PRIORITY).await.unwrap();
+    let delivery = driver
+        .receive(&[], Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    driver
+        .dead_letter(&delivery, &DeadReason::new(DeadKind::Failed, "boom"))
+        .await
+        .unwrap();
+
+    let listed = rabbitmqctl(&[
+        "list_queues",
+        "--quiet",
+        "--no-table-headers",
+        "name",
+        "type",
+    ]);
+    let type_of = |name: &str| {
+        listed
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("{name}\t")))
+            .map(str::trim)
+            .unwrap_or_else(|| panic!("{name} is declared: {listed}"))
+            .to_owned()
+    };
+    let ladder: Vec<String> = (0..DELAY_LEVELS)
+        .map(|level| delay_level(&queue, level))
+        .filter(|name| listed.contains(&format!("{name}\t")))
+        .collect();
+    assert!(
+        !ladder.is_empty(),
+        "the delay went down the ladder: {listed}"
+    );
+    for name in [queue.clone(), quarantine_queue(&queue)]
+        .into_iter()
+        .chain(ladder)
+    {
+        assert_eq!(type_of(&name), "quorum", "{name}");
+    }
+
+    let classic = RabbitMqDriver::new(&amqp_url(), &queue, RabbitMqOptions::default()).unwrap();
+    let err = classic
+        .send(&Message::new("t"), DEFAULT_PRIORITY)
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, Error::Config { .. }), "{text}");
+    assert!(text.contains("queue_type"), "{text}");
+    CLASSIC.cleanup(&queue).await;
+}
+
+#[test]
+fn a_quorum_queue_that_is_not_durable_is_refused() {
+    let mut options = RabbitMqOptions::default();
+    options.queue_type = QueueType::Quorum;
+    options.durable = false;
+    let err = RabbitMqDriver::new(&amqp_url(), "hermes", options).unwrap_err();
+    assert!(matches!(err, Error::Config { .. }), "{err}");
+    assert!(err.to_string().contains("durable"), "{err}");
 }

@@ -1,14 +1,17 @@
 //! The conformance suite on the RabbitMQ driver, against the broker at `HERMES_AMQP_URL`
-//! (default amqp://guest:guest@127.0.0.1:5672/%2f).
+//! (default amqp://guest:guest@127.0.0.1:5672/%2f): on classic queues, as Hermes declares
+//! them, directly and as `Arc<dyn Driver>`, and on quorum queues.
 
 mod common;
 
 mod direct {
-    hermes_testkit::conformance_suite!(super::common::RabbitHarness);
+    hermes_testkit::conformance_suite!(super::common::CLASSIC);
 }
 
 mod dyn_driver {
-    hermes_testkit::conformance_suite!(hermes_testkit::suite::DynHarness(
-        super::common::RabbitHarness
-    ));
+    hermes_testkit::conformance_suite!(hermes_testkit::suite::DynHarness(super::common::CLASSIC));
+}
+
+mod quorum {
+    hermes_testkit::conformance_suite!(super::common::QUORUM);
 }

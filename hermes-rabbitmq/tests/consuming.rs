@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{RabbitHarness, amqp_url, rabbitmqctl, ready, take_raw};
+use common::{CLASSIC, amqp_url, rabbitmqctl, ready, take_raw};
 use hermes_core::{DEFAULT_PRIORITY, Driver, Error, Message};
 use hermes_rabbitmq::{RabbitMqDriver, RabbitMqOptions, UndecodableAction};
 use hermes_testkit::suite::{Harness, available_or_skip, strict, unique_queue_name};
@@ -47,7 +47,7 @@ async fn the_broker_sends_ahead_only_the_prefetch_and_flush_gives_it_back() {
     if !available_or_skip(
         strict(),
         "the_broker_sends_ahead_only_the_prefetch_and_flush_gives_it_back",
-        RabbitHarness.available().await,
+        CLASSIC.available().await,
     ) {
         return;
     }
@@ -70,7 +70,7 @@ async fn the_broker_sends_ahead_only_the_prefetch_and_flush_gives_it_back() {
         worker.ack(&d).await.unwrap();
         worker.flush().await.unwrap();
         assert_eq!(settle_ready(&queue, 4).await, 4);
-        RabbitHarness.cleanup(&queue).await;
+        CLASSIC.cleanup(&queue).await;
     }
 }
 
@@ -79,7 +79,7 @@ async fn consumers_carry_the_consumer_tag() {
     if !available_or_skip(
         strict(),
         "consumers_carry_the_consumer_tag",
-        RabbitHarness.available().await,
+        CLASSIC.available().await,
     ) {
         return;
     }
@@ -107,7 +107,7 @@ async fn consumers_carry_the_consumer_tag() {
         "{listed}"
     );
     worker.flush().await.unwrap();
-    RabbitHarness.cleanup(&queue).await;
+    CLASSIC.cleanup(&queue).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -115,7 +115,7 @@ async fn a_backlog_on_every_priority_is_taken_highest_first() {
     if !available_or_skip(
         strict(),
         "a_backlog_on_every_priority_is_taken_highest_first",
-        RabbitHarness.available().await,
+        CLASSIC.available().await,
     ) {
         return;
     }
@@ -145,7 +145,7 @@ async fn a_backlog_on_every_priority_is_taken_highest_first() {
     }
     let d = DEFAULT_PRIORITY;
     assert_eq!(order, [HIGH, HIGH, HIGH, d, d, d, LOW, LOW, LOW]);
-    RabbitHarness.cleanup(&queue).await;
+    CLASSIC.cleanup(&queue).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -153,7 +153,7 @@ async fn an_undecodable_body_is_rejected_to_the_dead_letter_policy() {
     if !available_or_skip(
         strict(),
         "an_undecodable_body_is_rejected_to_the_dead_letter_policy",
-        RabbitHarness.available().await,
+        CLASSIC.available().await,
     ) {
         return;
     }
@@ -185,7 +185,7 @@ async fn an_undecodable_body_is_rejected_to_the_dead_letter_policy() {
             .queue_declare(dead.as_str().into(), durable, FieldTable::default())
             .await
             .unwrap();
-        RabbitHarness.push_raw(&queue, b"not json").await.unwrap();
+        CLASSIC.push_raw(&queue, b"not json").await.unwrap();
 
         let mut options = RabbitMqOptions::default();
         options.undecodable = action;
@@ -196,7 +196,7 @@ async fn an_undecodable_body_is_rejected_to_the_dead_letter_policy() {
         let next = worker.receive(&[], Duration::from_millis(300)).await;
         assert!(next.unwrap().is_none(), "{action:?}");
         assert_eq!(
-            RabbitHarness.quarantined(&queue).await.unwrap(),
+            CLASSIC.quarantined(&queue).await.unwrap(),
             quarantined,
             "{action:?}"
         );
@@ -208,6 +208,6 @@ async fn an_undecodable_body_is_rejected_to_the_dead_letter_policy() {
             .queue_delete(dead.as_str().into(), Default::default())
             .await;
         let _ = connection.close(200, "bye".into()).await;
-        RabbitHarness.cleanup(&queue).await;
+        CLASSIC.cleanup(&queue).await;
     }
 }

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{RabbitHarness, amqp_url, declare_durable, publish_raw, rabbitmqctl, raw, ready};
+use common::{CLASSIC, amqp_url, declare_durable, publish_raw, rabbitmqctl, raw, ready};
 use futures_util::StreamExt;
 use hermes_core::time::unix_now;
 use hermes_core::{DEFAULT_PRIORITY, Driver, JsonSerializer, Message, Serializer};
@@ -111,7 +111,7 @@ async fn a_plain_consumer_never_gets_a_delayed_message_early() {
     let queue = unique_queue_name("ladder");
     let delays = [10, 25, 90, 333, 1_000, 2_500, 3_000, 5_120, 7_300];
     let mut lateness = lateness_at_a_plain_consumer(&queue, &delays).await;
-    RabbitHarness.cleanup(&queue).await;
+    CLASSIC.cleanup(&queue).await;
     lateness.sort_by(|a, b| a.1.total_cmp(&b.1));
     println!("delay ms, lateness ms: {lateness:?}");
     for (delay, late) in &lateness {
@@ -148,7 +148,7 @@ async fn a_year_long_delay_waits_in_the_ladder() {
         .filter(|l| l.trim().starts_with(&format!("{queue}.delay.level")))
         .count();
     assert_eq!(levels, DELAY_LEVELS);
-    RabbitHarness.cleanup(&queue).await;
+    CLASSIC.cleanup(&queue).await;
 }
 
 /// What reaches the long-delay queue (after a trip down the whole ladder) is sent on by a
@@ -156,7 +156,7 @@ async fn a_year_long_delay_waits_in_the_ladder() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_sends_long_delays_on_down_the_ladder() {
     let queue = unique_queue_name("long");
-    let driver = RabbitHarness.open(&queue).await.unwrap();
+    let driver = CLASSIC.open(&queue).await.unwrap();
     // Declares the queue and its ladder.
     let warm_up = Message::builder("warm-up")
         .delay(Duration::from_millis(10))
@@ -192,7 +192,7 @@ async fn a_worker_sends_long_delays_on_down_the_ladder() {
         1,
         "the later one"
     );
-    RabbitHarness.cleanup(&queue).await;
+    CLASSIC.cleanup(&queue).await;
 }
 
 /// However many different delays are sent, the queue has at most one exchange and one queue
@@ -233,7 +233,7 @@ async fn the_declared_queues_and_exchanges_are_bounded() {
     // One queue and one exchange per level, the long-delay queue and the arrival exchange.
     assert!(queues <= DELAY_LEVELS + 1, "{queues} queues");
     assert!(exchanges <= DELAY_LEVELS + 1, "{exchanges} exchanges");
-    RabbitHarness.cleanup(&queue).await;
+    CLASSIC.cleanup(&queue).await;
 }
 
 /// A message left in a delay queue of the earlier layout (`<queue>.delay.<ms>`, which
@@ -270,6 +270,6 @@ async fn a_message_in_an_earlier_delay_queue_still_arrives_on_time() {
         .unwrap();
     let _ = connection.close(200, "bye".into()).await;
     publish_raw(&legacy, &JsonSerializer.serialize(&m).unwrap()).await;
-    expect_when_due(&RabbitHarness.open(&queue).await.unwrap(), &m).await;
-    RabbitHarness.cleanup(&queue).await;
+    expect_when_due(&CLASSIC.open(&queue).await.unwrap(), &m).await;
+    CLASSIC.cleanup(&queue).await;
 }

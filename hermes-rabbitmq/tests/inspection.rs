@@ -9,7 +9,7 @@ mod common;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use common::{RabbitHarness, amqp_url, declare_durable, publish_raw, raw, ready, take_raw};
+use common::{CLASSIC, amqp_url, declare_durable, publish_raw, raw, ready, take_raw};
 use hermes_core::{
     DEFAULT_PRIORITY, DeadKind, DeadReason, Delivery, Driver, Error, Figure, JsonSerializer,
     Message, QueueState, Replay, Serializer,
@@ -25,7 +25,7 @@ const WAIT: Duration = Duration::from_secs(5);
 const HIGH: i32 = DEFAULT_PRIORITY + 100;
 
 async fn up(test: &str) -> bool {
-    available_or_skip(strict(), test, RabbitHarness.available().await)
+    available_or_skip(strict(), test, CLASSIC.available().await)
 }
 
 fn driver_with(queue: &str, tune: impl FnOnce(&mut RabbitMqOptions)) -> RabbitMqDriver {
@@ -96,7 +96,7 @@ async fn a_dead_letter_is_the_delivered_body_with_its_reason_in_headers() {
     let driver = driver_with(&queue, |_| {});
     // PHP's bytes, with spacing Hermes' own encoder would not write: kept byte for byte.
     let php = br#"{"message": {"id": "php-1", "type": "export", "created": 1700000000.5, "payload": {"a": 1}, "execute_at": null, "retries": 3}}"#;
-    RabbitHarness.push_raw(&queue, php).await.unwrap();
+    CLASSIC.push_raw(&queue, php).await.unwrap();
     let d = claim(&driver).await;
     let reason = failed("the disk is full").with_retries(3);
     driver.dead_letter(&d, &reason).await.unwrap();
@@ -120,7 +120,7 @@ async fn a_dead_letter_is_the_delivered_body_with_its_reason_in_headers() {
         &AMQPValue::LongLongInt(i64::from(DEFAULT_PRIORITY))
     );
     assert_eq!(properties.delivery_mode(), &Some(2), "persistent");
-    RabbitHarness.cleanup(&queue).await;
+    CLASSIC.cleanup(&queue).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -145,7 +145,7 @@ async fn retention_by_count_drops_the_oldest_also_on_an_old_quarantine() {
             "the newest three, oldest first (declared before: {declared_before})"
         );
         assert_eq!(ready(&quarantine_queue(&queue)).await, 3);
-        RabbitHarness.cleanup(&queue).await;
+        CLASSIC.cleanup(&queue).await;
     }
 }
 
@@ -166,7 +166,7 @@ async fn retention_by_age_drops_old_letters_when_listed_or_added() {
     // So does a listing.
     assert!(listed_ids(&driver, DEFAULT_PRIORITY).await.is_empty());
     assert_eq!(ready(&quarantine_queue(&queue)).await, 0);
-    RabbitHarness.cleanup(&queue).await;
+    CLASSIC.cleanup(&queue).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -206,7 +206,7 @@ async fn a_php_consumer_reads_plain_hermes_json_after_a_replay() {
         0,
         "replayed, so gone"
     );
-    RabbitHarness.cleanup(&queue).await;
+    CLASSIC.cleanup(&queue).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -217,7 +217,7 @@ async fn an_undecodable_body_replays_as_its_exact_bytes() {
     let queue = unique_queue_name("dead-bytes");
     let driver = driver_with(&queue, |_| {});
     let garbage: &[u8] = b"\xff\x00{\"message\": secret-token \xfe";
-    RabbitHarness.push_raw(&queue, garbage).await.unwrap();
+    CLASSIC.push_raw(&queue, garbage).await.unwrap();
     let err = driver.receive(&[], WAIT).await.unwrap_err();
     assert!(matches!(err, Error::Undecodable { .. }), "{err}");
     driver.flush().await.unwrap();
@@ -247,7 +247,7 @@ async fn an_undecodable_body_replays_as_its_exact_bytes() {
     let (body, _) = take_raw(&queue).await.expect("the bytes back on the queue");
     assert_eq!(body, garbage);
     assert_eq!(ready(&quarantine_queue(&queue)).await, 0);
-    RabbitHarness.cleanup(&queue).await;
+    CLASSIC.cleanup(&queue).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -283,7 +283,7 @@ async fn a_body_quarantined_by_an_earlier_version_lists_and_replays() {
         .unwrap();
     assert_eq!(replayed, 1);
     assert_eq!(take_raw(&queue).await.unwrap().0, b"not json at all");
-    RabbitHarness.cleanup(&queue).await;
+    CLASSIC.cleanup(&queue).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -331,7 +331,7 @@ async fn the_dead_letters_of_two_priorities_are_kept_apart() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Unsupported { .. }), "{err}");
-    RabbitHarness.cleanup(&queue).await;
+    CLASSIC.cleanup(&queue).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -368,7 +368,7 @@ async fn a_listing_moves_nothing_and_keeps_the_order() {
         ["m-0", "m-2", "m-3"]
     );
     assert_eq!(ready(&quarantine_queue(&queue)).await, 3);
-    RabbitHarness.cleanup(&queue).await;
+    CLASSIC.cleanup(&queue).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -401,7 +401,7 @@ async fn two_replays_at_once_put_each_letter_back_once() {
         assert!(seen.insert(m.id().to_owned()), "{} replayed twice", m.id());
     }
     assert_eq!(seen.len() as u64, ra + rb);
-    RabbitHarness.cleanup(&queue).await;
+    CLASSIC.cleanup(&queue).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -445,5 +445,5 @@ async fn stats_and_purges_of_delayed_messages_use_the_delay_queues() {
         Some(2)
     );
     assert_eq!(ready(&queue).await, 0);
-    RabbitHarness.cleanup(&queue).await;
+    CLASSIC.cleanup(&queue).await;
 }

@@ -1,6 +1,7 @@
 //! The broker restarts under a running worker and a running emitter: both wait for it, and
-//! every message whose `send` returned is handled. In a test binary of its own, as the restart
-//! drops every connection to the broker.
+//! every message whose `send` returned is handled, on classic and on quorum queues. In a test
+//! binary of its own, as the restart drops every connection to the broker; one restart at a
+//! time.
 
 mod common;
 
@@ -8,18 +9,31 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{RabbitHarness, rabbitmqctl};
+use common::{CLASSIC, QUORUM, RabbitHarness, rabbitmqctl};
 use hermes_core::{DEFAULT_PRIORITY, Dispatcher, Driver, Message, handler_fn};
 use hermes_testkit::suite::{Harness, available_or_skip, strict, unique_queue_name};
 
+/// Taken by each test for its restart.
+static RESTARTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_restart_loses_no_confirmed_message() {
-    if !available_or_skip(strict(), "restart", RabbitHarness.available().await) {
+    restart_under_load(&CLASSIC).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_restart_loses_no_confirmed_message_on_quorum_queues() {
+    restart_under_load(&QUORUM).await;
+}
+
+async fn restart_under_load(harness: &RabbitHarness) {
+    if !available_or_skip(strict(), "restart", harness.available().await) {
         return;
     }
+    let _one_at_a_time = RESTARTS.lock().await;
     let queue = unique_queue_name("restart");
-    let worker = RabbitHarness.open(&queue).await.unwrap();
-    let emitter = RabbitHarness.open(&queue).await.unwrap();
+    let worker = harness.open(&queue).await.unwrap();
+    let emitter = harness.open(&queue).await.unwrap();
     let handled: Arc<Mutex<HashSet<String>>> = Arc::default();
     let record = handled.clone();
     let mut dispatcher = Dispatcher::new(worker);
@@ -75,5 +89,5 @@ async fn a_broker_restart_loses_no_confirmed_message() {
         .await
         .unwrap()
         .expect("the worker waited for the broker instead of exiting");
-    RabbitHarness.cleanup(&queue).await;
+    harness.cleanup(&queue).await;
 }

@@ -5,13 +5,15 @@
 use std::time::Duration;
 
 use hermes_core::{Error, async_trait};
-use hermes_rabbitmq::{RabbitMqDriver, RabbitMqOptions, exchanges_of, quarantine_queue, queues_of};
+use hermes_rabbitmq::{
+    QueueType, RabbitMqDriver, RabbitMqOptions, exchanges_of, quarantine_queue, queues_of,
+};
 use hermes_testkit::suite::Harness;
 use lapin::options::{
     BasicGetOptions, BasicPublishOptions, ExchangeDeleteOptions, QueueDeclareOptions,
     QueueDeleteOptions,
 };
-use lapin::types::FieldTable;
+use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 
 /// The broker the tests use: `HERMES_AMQP_URL`, default `amqp://guest:guest@127.0.0.1:5672/%2f`.
@@ -32,12 +34,25 @@ pub async fn raw() -> Result<Connection, String> {
 
 /// Declares `queue` durable and without arguments on `channel`, as Hermes does.
 pub async fn declare_durable(channel: &lapin::Channel, queue: &str) {
+    declare_typed(channel, queue, QueueType::Classic).await;
+}
+
+/// Declares `queue` durable on `channel`, of `queue_type` (a classic queue without arguments,
+/// as Hermes declares it).
+pub async fn declare_typed(channel: &lapin::Channel, queue: &str, queue_type: QueueType) {
     let durable = QueueDeclareOptions {
         durable: true,
         ..QueueDeclareOptions::default()
     };
+    let mut arguments = FieldTable::default();
+    if queue_type != QueueType::Classic {
+        arguments.insert(
+            "x-queue-type".into(),
+            AMQPValue::LongString(queue_type.as_str().into()),
+        );
+    }
     channel
-        .queue_declare(queue.into(), durable, FieldTable::default())
+        .queue_declare(queue.into(), durable, arguments)
         .await
         .expect("declaring the queue");
 }
@@ -108,8 +123,20 @@ pub fn rabbitmqctl(args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-/// The conformance harness: each test has its own queues on the shared broker.
-pub struct RabbitHarness;
+/// The conformance harness: each test has its own queues on the shared broker, of one type.
+pub struct RabbitHarness {
+    queue_type: QueueType,
+}
+
+/// The harness on classic queues, as Hermes declares them.
+pub const CLASSIC: RabbitHarness = RabbitHarness {
+    queue_type: QueueType::Classic,
+};
+
+/// The harness on quorum queues.
+pub const QUORUM: RabbitHarness = RabbitHarness {
+    queue_type: QueueType::Quorum,
+};
 
 #[async_trait]
 impl Harness for RabbitHarness {
@@ -127,13 +154,14 @@ impl Harness for RabbitHarness {
         // Room for two claims at once, as the inspection scenarios hold one message in
         // flight while dead-lettering another.
         options.prefetch = 2;
+        options.queue_type = self.queue_type;
         RabbitMqDriver::new(&amqp_url(), queue, options)
     }
 
     async fn push_raw(&self, queue: &str, bytes: &[u8]) -> Result<(), Error> {
         let connection = raw().await.expect("the broker is reachable");
         let channel = connection.create_channel().await.expect("a channel");
-        declare_durable(&channel, queue).await;
+        declare_typed(&channel, queue, self.queue_type).await;
         let _ = connection.close(200, "bye".into()).await;
         publish_raw(queue, bytes).await;
         Ok(())
