@@ -128,12 +128,14 @@ launch() {
 
 # Waits until RabbitMQ has booted on node $1.
 await() {
-  local n=$1 d deadline launcher
+  local n=$1 d deadline launcher left
   d=$(dir "$n")
   deadline=$((SECONDS + wait_seconds))
   launcher=$(cat "$d/launcher.pid" 2>/dev/null || true)
   while :; do
-    if ctl "$n" -q await_startup --timeout 10 >/dev/null 2>&1; then
+    left=$((deadline - SECONDS))
+    if ctl "$n" -q await_startup --timeout $((left < 10 ? (left < 1 ? 1 : left) : 10)) \
+      >/dev/null 2>&1; then
       return 0
     fi
     if ! running "$n" && [ -n "$launcher" ] && ! kill -0 "$launcher" 2>/dev/null; then
@@ -143,6 +145,9 @@ await() {
     fi
     if [ "$SECONDS" -ge "$deadline" ]; then
       echo "$(node "$n") did not start within $wait_seconds s; see $(log "$n")" >&2
+      if tail -n 5 "$(log "$n")" 2>/dev/null | grep -q 'Waiting for Mnesia tables'; then
+        echo "(it waits for the cluster's nodes that stopped after it: \`$0 start\` starts them)" >&2
+      fi
       exit 1
     fi
     sleep 1

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 use crate::buffer::Buffer;
 use crate::naming::{quarantine_queue, validate_rabbitmq_queue_name};
+use crate::nodes::Nodes;
 use crate::patience::{Patience, Pick};
 use crate::session::{Session, bounded};
 use crate::settle::receipt;
@@ -57,7 +58,7 @@ pub struct RabbitMqDriver {
 
 /// What the clones of a driver share.
 pub(crate) struct Inner {
-    url: String,
+    nodes: Nodes,
     pub(crate) queue: String,
     pub(crate) options: RabbitMqOptions,
     pub(crate) serializer: Arc<dyn Serializer>,
@@ -69,26 +70,12 @@ pub(crate) struct Inner {
 impl std::fmt::Debug for Inner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RabbitMqDriver")
-            .field("url", &redact_url(&self.url))
+            .field("url", &self.nodes)
             .field("queue", &self.queue)
             .field("options", &self.options)
             .field("queues", &self.queues)
             .finish_non_exhaustive()
     }
-}
-
-/// `url` with the password of its user information replaced by `***`.
-fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    // The last '@' ends the user information, even when the password holds '/' or '@'.
-    let Some((userinfo, host)) = rest.rsplit_once('@') else {
-        return url.to_owned();
-    };
-    let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
-    let hidden = if userinfo.contains(':') { ":***" } else { "" };
-    format!("{scheme}://{user}{hidden}@{host}")
 }
 
 impl RabbitMqDriver {
@@ -104,7 +91,7 @@ impl RabbitMqDriver {
         options.validate()?;
         let queues = PriorityQueues::with(DEFAULT_PRIORITY, queue.to_owned());
         Ok(RabbitMqDriver::build(
-            url,
+            Nodes::new(url),
             queue,
             options,
             Arc::new(JsonSerializer),
@@ -113,7 +100,7 @@ impl RabbitMqDriver {
     }
 
     fn build(
-        url: &str,
+        nodes: Nodes,
         queue: &str,
         options: RabbitMqOptions,
         serializer: Arc<dyn Serializer>,
@@ -121,7 +108,7 @@ impl RabbitMqDriver {
     ) -> Self {
         RabbitMqDriver {
             inner: Arc::new(Inner {
-                url: url.to_owned(),
+                nodes,
                 queue: queue.to_owned(),
                 options,
                 serializer,
@@ -146,10 +133,35 @@ impl RabbitMqDriver {
     #[must_use]
     pub fn with_serializer(self, serializer: impl Serializer) -> Self {
         RabbitMqDriver::build(
-            &self.inner.url,
+            self.inner.nodes.fresh(),
             &self.inner.queue,
             self.inner.options.clone(),
             Arc::new(serializer),
+            self.inner.queues.clone(),
+        )
+    }
+
+    /// The same queues, also on the other nodes of the broker's cluster at `urls`, as a new
+    /// instance (with a connection of its own): when the node in use goes away, the next
+    /// connection goes to the next node that answers, in turn. Suits
+    /// [`QueueType::Quorum`](crate::QueueType), whose queues live on several nodes.
+    ///
+    /// ```
+    /// use hermes_rabbitmq::{QueueType, RabbitMqDriver, RabbitMqOptions};
+    ///
+    /// let mut options = RabbitMqOptions::default();
+    /// options.queue_type = QueueType::Quorum;
+    /// let driver = RabbitMqDriver::new("amqp://guest:guest@node1:5672/%2f", "hermes", options)?
+    ///     .with_fallback_urls(["amqp://guest:guest@node2:5672/%2f", "amqp://guest:guest@node3:5672/%2f"]);
+    /// # Ok::<(), hermes_core::Error>(())
+    /// ```
+    #[must_use]
+    pub fn with_fallback_urls(self, urls: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        RabbitMqDriver::build(
+            self.inner.nodes.and(urls.into_iter().map(Into::into)),
+            &self.inner.queue,
+            self.inner.options.clone(),
+            self.inner.serializer.clone(),
             self.inner.queues.clone(),
         )
     }
@@ -168,14 +180,7 @@ impl RabbitMqDriver {
             return Ok(session.clone());
         }
         *slot = None;
-        let options = &self.inner.options;
-        let open = Session::open(
-            &self.inner.url,
-            options.durable,
-            options.queue_type,
-            options.prefetch,
-        );
-        let session = Arc::new(bounded("connecting", None, open).await?);
+        let session = Arc::new(self.inner.nodes.connect(&self.inner.options).await?);
         *slot = Some(session.clone());
         Ok(session)
     }
@@ -379,27 +384,5 @@ impl Driver for RabbitMqDriver {
     /// [`Error::Unsupported`] for [`QueueState::InFlight`].
     async fn purge(&self, priority: Priority, state: QueueState) -> Result<Option<u64>, Error> {
         self.purge_now(priority, state).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls_lose_their_password() {
-        for (url, shown) in [
-            (
-                "amqp://guest:s3cret@127.0.0.1:5672/%2f",
-                "amqp://guest:***@127.0.0.1:5672/%2f",
-            ),
-            ("amqps://u:p@a@host", "amqps://u:***@host"),
-            ("amqp://u:pa/ss?x#y@host/vh", "amqp://u:***@host/vh"),
-            ("amqp://user@host/vh", "amqp://user@host/vh"),
-            ("amqp://host:5672", "amqp://host:5672"),
-            ("not a url", "not a url"),
-        ] {
-            assert_eq!(redact_url(url), shown);
-        }
     }
 }

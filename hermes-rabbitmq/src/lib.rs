@@ -48,6 +48,7 @@ mod inspect;
 mod intake;
 mod ladder;
 mod naming;
+mod nodes;
 mod patience;
 mod scratch;
 mod session;

@@ -2,14 +2,16 @@
 
 use hermes_core::{DriverUrl, Error};
 
+use crate::nodes::at_host;
 use crate::{NAME, QueueType, RabbitMqDriver, RabbitMqOptions, UndecodableAction};
 
 /// The parameters [`RabbitMqDriver::from_url`] takes.
-const PARAMETERS: [&str; 9] = [
+const PARAMETERS: [&str; 10] = [
     "queue",
     "prefetch",
     "durable",
     "queue_type",
+    "fallback",
     "consumer_tag",
     "undecodable",
     "refresh_interval",
@@ -29,6 +31,7 @@ impl RabbitMqDriver {
     /// | `prefetch` | [`RabbitMqOptions::prefetch`], 1 to 65535 | 1 |
     /// | `durable` | [`RabbitMqOptions::durable`], `true` or `false` | `true` |
     /// | `queue_type` | [`RabbitMqOptions::queue_type`]: `classic` or `quorum` | `classic` |
+    /// | `fallback` | other nodes of the cluster, `host:port` separated by commas, with the same user and virtual host ([`with_fallback_urls`](RabbitMqDriver::with_fallback_urls)) | none |
     /// | `consumer_tag` | [`RabbitMqOptions::consumer_tag`] | `hermes` |
     /// | `undecodable` | [`RabbitMqOptions::undecodable`]: `quarantine` or `reject` | `quarantine` |
     /// | `refresh_interval` | [`RabbitMqOptions::refresh_interval`], in seconds | 0.1 |
@@ -95,9 +98,20 @@ impl RabbitMqDriver {
         if let Some(age) = url.take_seconds("retention_age")? {
             options.retention.max_age = age;
         }
+        let fallback = url.take("fallback");
         let address = url.without_query();
         url.finish(&PARAMETERS)?;
-        RabbitMqDriver::new(&address, &queue, options)
+        let driver = RabbitMqDriver::new(&address, &queue, options)?;
+        Ok(match fallback {
+            Some(nodes) => driver.with_fallback_urls(
+                nodes
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|node| !node.is_empty())
+                    .map(|node| at_host(&address, node)),
+            ),
+            None => driver,
+        })
     }
 }
 
@@ -139,7 +153,15 @@ mod tests {
         assert_eq!(defaults.inner.options.prefetch, 1);
         assert!(defaults.inner.options.durable);
         assert_eq!(defaults.inner.options.queue_type, QueueType::Classic);
-        let quorum = RabbitMqDriver::from_url("amqp://127.0.0.1/%2f?queue_type=quorum").unwrap();
+        let quorum = RabbitMqDriver::from_url(
+            "amqp://u:secret-pw@a:5681/%2f?queue_type=quorum&fallback=b:5682,%20c:5683",
+        )
+        .unwrap();
+        let shown = format!("{quorum:?}");
+        assert!(
+            shown.contains(r#"["amqp://u:***@a:5681/%2f", "amqp://u:***@b:5682/%2f", "amqp://u:***@c:5683/%2f"]"#),
+            "{shown}"
+        );
         assert_eq!(quorum.inner.options.queue_type, QueueType::Quorum);
 
         for (url, says) in [

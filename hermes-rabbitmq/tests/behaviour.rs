@@ -176,3 +176,34 @@ fn a_quorum_queue_that_is_not_durable_is_refused() {
     assert!(matches!(err, Error::Config { .. }), "{err}");
     assert!(err.to_string().contains("durable"), "{err}");
 }
+
+/// A driver with fallback URLs connects to the first node that answers: a node that is down
+/// passes the turn to the next, and with none up the error is temporary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_is_down_passes_the_turn_to_the_next() {
+    let queue = unique_queue_name("fallback");
+    // Nothing listens on port 1 of the loopback address.
+    let down = "amqp://guest:guest@127.0.0.1:1/%2f";
+    let driver = RabbitMqDriver::new(down, &queue, RabbitMqOptions::default())
+        .unwrap()
+        .with_fallback_urls([amqp_url()]);
+    let m = Message::new("t");
+    driver.send(&m, DEFAULT_PRIORITY).await.unwrap();
+    let d = driver
+        .receive(&[], Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(d.message().id(), m.id());
+    driver.ack(&d).await.unwrap();
+
+    let none_up = RabbitMqDriver::new(down, &queue, RabbitMqOptions::default())
+        .unwrap()
+        .with_fallback_urls(["amqp://guest:guest@127.0.0.1:2/%2f"]);
+    let err = none_up
+        .send(&Message::new("t"), DEFAULT_PRIORITY)
+        .await
+        .unwrap_err();
+    assert!(err.is_temporary(), "{err}");
+    CLASSIC.cleanup(&queue).await;
+}
