@@ -1,10 +1,12 @@
 //! Redis driver throughput beside raw client loops in the same run, for both client
 //! libraries: emit (raw: an `SADD` loop), handle with a no-op handler at concurrency 1 and 8
 //! (raw: an `SPOP` loop), the median emit-to-handle latency of an idle worker, and the client
-//! CPU time per handled message.
+//! CPU time per handled message; then the one-by-one emit again on tokio's current-thread
+//! runtime.
 //!
 //! `cargo bench -p hermes-redis --bench redis` (`HERMES_REDIS_URL`, default
-//! redis://127.0.0.1:6379; `HERMES_BENCH_N` messages per figure, default 20,000).
+//! redis://127.0.0.1:6379; `HERMES_BENCH_N` messages per figure, default 20,000;
+//! `HERMES_BENCH_ONLY=emit` for the one-by-one emit figures alone).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -134,6 +136,76 @@ fn keys(key: &str) -> Vec<String> {
     .collect()
 }
 
+/// Rounds the one-by-one emit figure is measured in, alternating with the raw loop so that
+/// both meet the same load of a shared machine.
+const ROUNDS: usize = 10;
+
+/// One emitter sending `n` messages one by one to `key`, beside a raw `SADD` loop, in
+/// [`ROUNDS`] alternating rounds: prints the figure (`runtime` names the runtime when it is not
+/// the default one) and returns the raw loop's time and the emitter.
+async fn emit_one_by_one(
+    fred: bool,
+    key: &str,
+    n: usize,
+    raw: &mut Raw,
+    runtime: &str,
+) -> (Duration, Arc<Emitter>) {
+    let body = JsonSerializer.serialize(&sample()).unwrap();
+    let emitter = Emitter::new(driver(fred, key, |_| {}).await);
+    let per_round = n / ROUNDS;
+    let (mut raw_emit, mut ours) = (Duration::ZERO, Duration::ZERO);
+    let (mut raw_cpu, mut our_cpu) = (Duration::ZERO, Duration::ZERO);
+    for round in 0..ROUNDS {
+        for raw_turn in [round % 2 == 0, round % 2 == 1] {
+            let start = Instant::now();
+            let cpu = cpu_time();
+            if raw_turn {
+                for i in 0..per_round {
+                    let mut b = body.clone();
+                    b.extend_from_slice(format!(" {round} {i}").as_bytes());
+                    raw.sadd(key, &b).await;
+                }
+                raw_emit += start.elapsed();
+                raw_cpu += cpu_time() - cpu;
+            } else {
+                for _ in 0..per_round {
+                    emitter.emit(&sample(), DEFAULT_PRIORITY).await.unwrap();
+                }
+                ours += start.elapsed();
+                our_cpu += cpu_time() - cpu;
+            }
+        }
+        raw.del(&keys(key)).await;
+    }
+    let sent = per_round * ROUNDS;
+    print_ratio(
+        &format!("emit{runtime} (raw: SADD loop)"),
+        sent,
+        ours,
+        raw_emit,
+    );
+    let per_message = |cpu: Duration| cpu.as_secs_f64() * 1e6 / sent as f64;
+    println!(
+        "{:<44} {:.1} µs of client CPU per message (raw: {:.1} µs)",
+        "",
+        per_message(our_cpu),
+        per_message(raw_cpu)
+    );
+    (raw_emit, Arc::new(emitter))
+}
+
+/// The one-by-one emit figure of both libraries alone, on tokio's current-thread runtime.
+async fn emit_on_current_thread(n: usize) {
+    for fred in [false, true] {
+        let library = if fred { "fred" } else { "redis" };
+        let key = format!("bench-{library}-{:08x}", rand::random::<u32>());
+        let mut raw = Raw::open(fred).await;
+        raw.del(&keys(&key)).await;
+        println!("-- {library}, current-thread runtime ({n} messages)");
+        emit_one_by_one(fred, &key, n, &mut raw, ", current-thread runtime").await;
+    }
+}
+
 async fn bench(fred: bool, n: usize) {
     let library = if fred { "fred" } else { "redis" };
     let key = format!("bench-{library}-{:08x}", rand::random::<u32>());
@@ -141,26 +213,9 @@ async fn bench(fred: bool, n: usize) {
     raw.del(&keys(&key)).await;
     println!("-- {library} ({n} messages per figure)");
 
-    // Emit.
-    let body = JsonSerializer.serialize(&sample()).unwrap();
-    let start = Instant::now();
-    for i in 0..n {
-        let mut b = body.clone();
-        b.extend_from_slice(format!(" {i}").as_bytes());
-        raw.sadd(&key, &b).await;
-    }
-    let raw_emit = start.elapsed();
-    raw.del(&keys(&key)).await;
-    let emitter = Emitter::new(driver(fred, &key, |_| {}).await);
-    let start = Instant::now();
-    for _ in 0..n {
-        emitter.emit(&sample(), DEFAULT_PRIORITY).await.unwrap();
-    }
-    print_ratio("emit (raw: SADD loop)", n, start.elapsed(), raw_emit);
-    raw.del(&keys(&key)).await;
+    let (raw_emit, emitter) = emit_one_by_one(fred, &key, n, &mut raw, "").await;
 
     // Eight tasks on one driver (its connection pipelines them), and batches of 100.
-    let emitter = Arc::new(emitter);
     let took = emit_from_tasks(emitter.clone(), 8, n / 8, sample).await;
     print_ratio("emit, 8 tasks (raw: SADD loop)", n / 8 * 8, took, raw_emit);
     raw.del(&keys(&key)).await;
@@ -271,12 +326,34 @@ async fn idle_commands(driver: Arc<RedisSetDriver>) -> f64 {
     sent as f64 / window.as_secs_f64()
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
+fn main() {
     let n: usize = std::env::var("HERMES_BENCH_N")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20_000);
-    bench(false, n).await;
-    bench(true, n).await;
+    let emit_only = std::env::var("HERMES_BENCH_ONLY").is_ok_and(|only| only == "emit");
+    let multi_thread = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    multi_thread.block_on(async {
+        for fred in [false, true] {
+            if emit_only {
+                let library = if fred { "fred" } else { "redis" };
+                let key = format!("bench-{library}-{:08x}", rand::random::<u32>());
+                let mut raw = Raw::open(fred).await;
+                println!("-- {library}, multi-thread runtime ({n} messages)");
+                emit_one_by_one(fred, &key, n, &mut raw, "").await;
+            } else {
+                bench(fred, n).await;
+            }
+        }
+    });
+    drop(multi_thread);
+    let current_thread = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    current_thread.block_on(emit_on_current_thread(n));
 }

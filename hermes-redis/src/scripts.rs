@@ -434,8 +434,13 @@ return 1
 ";
 
 /// KEYS: 1 the wake list. ARGV: 1 how long an unclaimed token stays, in milliseconds.
+/// Returns 1 when it put a token in, 0 when one was still there (no one waited for it).
 const WAKE: &str = r"
-if redis.call('LLEN', KEYS[1]) == 0 then redis.call('RPUSH', KEYS[1], '1') end
+local pushed = 0
+if redis.call('LLEN', KEYS[1]) == 0 then
+  redis.call('RPUSH', KEYS[1], '1')
+  pushed = 1
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
-return 1
+return pushed
 ";

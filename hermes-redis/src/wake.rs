@@ -5,6 +5,12 @@
 //!   queue's hash slot): it holds one token at most, and expires by itself. Pokes are
 //!   coalesced: one script in flight at a time per process, at most one per millisecond, and a
 //!   poke made meanwhile is sent after it, so no send goes without one.
+//! - A poke that finds the last token still there knows that no worker waits (a waiting
+//!   worker takes a token at once), so the next poke waits twice as long, up to
+//!   [`LONGEST_POKE_GAP`]; one that finds the list empty goes back to the shortest gap. A busy
+//!   emitter with busy workers thus sends a few pokes a second. A worker that begins to wait
+//!   meanwhile takes the token that is there and claims; a message sent just after that claim
+//!   waits for the next poke, at most that gap later.
 //! - While a `receive` of this process waits, a listener blocks on the list (`BLPOP`) on a
 //!   connection of its own, for at most [`RedisOptions::refresh_interval`](crate::RedisOptions)
 //!   or until the next delayed message is due, and tells the waiting receives to claim when it
@@ -38,6 +44,9 @@ const LONGEST_BLOCK: Duration = Duration::from_secs(3);
 
 /// The least time between two pokes of one process.
 const POKE_GAP: Duration = Duration::from_millis(1);
+
+/// The most time between two pokes of one process, while its pokes find the token unclaimed.
+const LONGEST_POKE_GAP: Duration = Duration::from_millis(64);
 
 /// What the driver's clones share for wake-ups.
 pub(crate) struct Wakes {
@@ -171,14 +180,18 @@ pub(crate) fn poke(inner: &Arc<Inner>) {
     tokio::spawn(async move {
         // Lets a later poke start another task when this one's runtime shuts down.
         let _running = PokerRunning(weak.clone());
+        let mut gap = POKE_GAP;
         loop {
             notify.notified().await;
             let Some(inner) = weak.upgrade() else { return };
             if inner.wakes.pending.swap(false, Ordering::AcqRel) {
-                let _ = send_poke(&inner).await;
+                gap = match send_poke(&inner).await {
+                    Ok(false) => (gap * 2).min(LONGEST_POKE_GAP),
+                    _ => POKE_GAP,
+                };
             }
             drop(inner);
-            tokio::time::sleep(POKE_GAP).await;
+            tokio::time::sleep(gap).await;
         }
     });
 }
@@ -194,16 +207,17 @@ impl Drop for PokerRunning {
     }
 }
 
-async fn send_poke(inner: &Inner) -> Result<(), Error> {
-    inner
+/// Pokes the wake list: whether it put a token in (`false`: the last one was still there).
+async fn send_poke(inner: &Inner) -> Result<bool, Error> {
+    let reply = inner
         .client
         .eval(
             Script::Wake,
             &[inner.keys.wake.as_str()],
             &[TOKEN_TTL_MS.as_bytes()],
         )
-        .await
-        .map(drop)
+        .await?;
+    Ok(reply.as_int() != Some(0))
 }
 
 /// Counts a receive as waiting, and starts the listener when it does not run.
