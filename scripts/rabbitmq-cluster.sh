@@ -18,6 +18,12 @@
 #                                               the node name of the quorum queue's leader
 #   ./scripts/rabbitmq-cluster.sh stop          stops the three nodes, keeps their data
 #   ./scripts/rabbitmq-cluster.sh clean         stops them and deletes $HERMES_CLUSTER_DIR
+#   ./scripts/rabbitmq-cluster.sh node-loss     starts the cluster and runs the node-loss run
+#                                               (hermes-rabbitmq's example node_loss): the
+#                                               quorum queue's leader node stops while a worker
+#                                               and an emitter are busy, and comes back; fails
+#                                               when a confirmed message was not handled
+#                                               ($HERMES_NODE_LOSS_N messages, 20,000 unless set)
 #
 # Every wait gives up after $HERMES_CLUSTER_TIMEOUT seconds (60 unless set). A node that was
 # not the last of the cluster to stop waits at boot for the nodes that stopped after it, so
@@ -251,6 +257,10 @@ case ${1:-} in
     leader "$2" "${3:-/}"
     ;;
   stop) for n in 3 2 1; do stop_node "$n"; done ;;
+  node-loss)
+    start
+    cargo run --quiet --release -p hermes-rabbitmq --example node_loss
+    ;;
   clean)
     for n in 3 2 1; do stop_node "$n"; done
     # Only a folder this script made: it holds enabled_plugins or nothing but node folders.

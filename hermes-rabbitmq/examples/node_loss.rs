@@ -9,10 +9,10 @@
 //!
 //! Both processes' drivers list the three nodes, node 1 first, so they connect to node 1, and
 //! the queue's leader is placed there (the broker puts a new quorum queue's leader on the
-//! declaring client's node). The run stops the leader's node after a third of the messages, so
-//! the queue elects a new leader and both drivers connect to the next node, and starts it again
-//! after two thirds. A failed emit is retried with the same message (the same id) until the
-//! broker confirms it.
+//! declaring client's node). The run begins to stop the leader's node after a third of the
+//! messages, so the queue elects a new leader and both drivers connect to the next node, and
+//! begins to start it again after two thirds, the emitter going on meanwhile. A failed emit is
+//! retried with the same message (the same id) until the broker confirms it.
 
 use std::collections::HashMap;
 use std::process::Command;
@@ -25,6 +25,9 @@ use hermes_rabbitmq::{QueueType, RabbitMqDriver, RabbitMqOptions};
 /// The AMQP ports of the script's three nodes.
 const PORTS: [u16; 3] = [5681, 5682, 5683];
 
+/// How long one emit may take before the run calls it a hang.
+const EMIT_BOUND: Duration = Duration::from_secs(30);
+
 /// How long the run waits for the last confirmed messages to be handled.
 const DRAIN_BOUND: Duration = Duration::from_secs(120);
 
@@ -36,18 +39,35 @@ struct Handled {
     longest_pause: Duration,
 }
 
+/// The cluster script.
+const SCRIPT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../scripts/rabbitmq-cluster.sh"
+);
+
+/// Runs the cluster script with `args`; what it printed.
 fn script(args: &[&str]) -> Result<String, String> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../scripts/rabbitmq-cluster.sh"
-    );
-    let output = Command::new(path)
+    finish(spawn(args)?, args)
+}
+
+/// Starts the cluster script with `args`, without waiting for it.
+fn spawn(args: &[&str]) -> Result<std::process::Child, String> {
+    Command::new(SCRIPT)
         .args(args)
-        .output()
-        .map_err(|e| format!("cannot run {path}: {e}"))?;
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {SCRIPT}: {e}"))
+}
+
+/// Waits for the cluster script started with `args`; what it printed.
+fn finish(child: std::process::Child, args: &[&str]) -> Result<String, String> {
+    let output = child
+        .wait_with_output()
+        .map_err(|e| format!("{SCRIPT} {}: {e}", args.join(" ")))?;
     if !output.status.success() {
         return Err(format!(
-            "{path} {}: {}",
+            "{SCRIPT} {}: {}",
             args.join(" "),
             String::from_utf8_lossy(&output.stderr).trim()
         ));
@@ -109,21 +129,32 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut longest_gap = Duration::ZERO;
     let mut stopped_at = None;
     let mut back_at = None;
+    let node_arg = node.to_string();
+    let (stop_args, start_args) = (["stop-node", &node_arg], ["start-node", &node_arg]);
+    let mut control = None;
     for i in 1..n {
+        // The node stops and starts while the emitter goes on.
         if i == n / 3 {
-            script(&["stop-node", &node.to_string()])?;
             stopped_at = Some(started.elapsed());
-            println!("node loss: stopped node {node} after {i} messages");
+            println!("node loss: stopping node {node} after {i} messages");
+            control = Some(spawn(&stop_args)?);
         }
         if i == 2 * n / 3 {
-            script(&["start-node", &node.to_string()])?;
+            if let Some(stopping) = control.take() {
+                finish(stopping, &stop_args)?;
+            }
             back_at = Some(started.elapsed());
-            println!("node loss: started node {node} again after {i} messages");
+            println!("node loss: starting node {node} again after {i} messages");
+            control = Some(spawn(&start_args)?);
         }
         let message = Message::new("job");
         let asked = Instant::now();
         loop {
-            match emitter.emit(&message, DEFAULT_PRIORITY).await {
+            let emit = tokio::time::timeout(EMIT_BOUND, emitter.emit(&message, DEFAULT_PRIORITY));
+            let Ok(emitted) = emit.await else {
+                return Err(format!("emit {i} hung for {EMIT_BOUND:?}").into());
+            };
+            match emitted {
                 Ok(()) => break,
                 Err(e) => {
                     failed_emits += 1;
@@ -138,6 +169,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         confirmed.push(message.id().to_owned());
     }
     let emitted_in = started.elapsed();
+    if let Some(starting) = control.take() {
+        finish(starting, &start_args)?;
+    }
 
     let drained = Instant::now();
     let missing = loop {
@@ -155,7 +189,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let all_handled_in = started.elapsed();
     stop_worker.cancel();
-    let worker_result = worker.await?;
+    let worker_result = tokio::time::timeout(Duration::from_secs(30), worker)
+        .await
+        .map_err(|_| "the worker did not stop within 30 s of being asked")??;
 
     let handled = handled.lock().unwrap_or_else(|e| e.into_inner());
     let duplicates: u32 = handled.counts.values().map(|c| c - 1).sum();
@@ -164,7 +200,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "node loss: {} confirmed, {} handled distinct, {missing} lost, {duplicates} duplicates; \
          {failed_emits} failed emits (retried), longest emit {:.2} s, longest pause between \
-         handlings {:.2} s; node {node} down from {} to {}; all emitted after {:.1} s ({:.0} \
+         handlings {:.2} s; node {node} stopping from {}, starting from {}; all emitted after {:.1} s ({:.0} \
          msgs/s), all handled after {:.1} s; the worker {}",
         confirmed.len(),
         handled.counts.len(),
