@@ -73,11 +73,10 @@ impl RabbitMqDriver {
             options.durable = durable;
         }
         if let Some(queue_type) = url.take("queue_type") {
-            options.queue_type = match queue_type.as_str() {
-                "classic" => QueueType::Classic,
-                "quorum" => QueueType::Quorum,
-                _ => return Err(url.error("queue_type is classic or quorum")),
-            };
+            options.queue_type = [QueueType::Classic, QueueType::Quorum]
+                .into_iter()
+                .find(|known| known.as_str() == queue_type)
+                .ok_or_else(|| url.error("queue_type is classic or quorum"))?;
         }
         if let Some(tag) = url.take("consumer_tag") {
             options.consumer_tag = tag;

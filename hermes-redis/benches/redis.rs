@@ -194,15 +194,15 @@ async fn emit_one_by_one(
     (raw_emit, Arc::new(emitter))
 }
 
-/// The one-by-one emit figure of both libraries alone, on tokio's current-thread runtime.
-async fn emit_on_current_thread(n: usize) {
+/// The one-by-one emit figure of both libraries alone, on the runtime `runtime` names.
+async fn emit_alone(n: usize, runtime: &str) {
     for fred in [false, true] {
         let library = if fred { "fred" } else { "redis" };
         let key = format!("bench-{library}-{:08x}", rand::random::<u32>());
         let mut raw = Raw::open(fred).await;
         raw.del(&keys(&key)).await;
-        println!("-- {library}, current-thread runtime ({n} messages)");
-        emit_one_by_one(fred, &key, n, &mut raw, ", current-thread runtime").await;
+        println!("-- {library}, {runtime} runtime ({n} messages)");
+        emit_one_by_one(fred, &key, n, &mut raw, &format!(", {runtime} runtime")).await;
     }
 }
 
@@ -338,16 +338,11 @@ fn main() {
         .build()
         .unwrap();
     multi_thread.block_on(async {
-        for fred in [false, true] {
-            if emit_only {
-                let library = if fred { "fred" } else { "redis" };
-                let key = format!("bench-{library}-{:08x}", rand::random::<u32>());
-                let mut raw = Raw::open(fred).await;
-                println!("-- {library}, multi-thread runtime ({n} messages)");
-                emit_one_by_one(fred, &key, n, &mut raw, "").await;
-            } else {
-                bench(fred, n).await;
-            }
+        if emit_only {
+            emit_alone(n, "multi-thread").await;
+        } else {
+            bench(false, n).await;
+            bench(true, n).await;
         }
     });
     drop(multi_thread);
@@ -355,5 +350,5 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    current_thread.block_on(emit_on_current_thread(n));
+    current_thread.block_on(emit_alone(n, "current-thread"));
 }
