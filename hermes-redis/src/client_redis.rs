@@ -1,4 +1,5 @@
-//! The adapter for the `redis` crate: a `ConnectionManager`, or a cluster connection.
+//! The adapter for the `redis` crate: a connection that reconnects by itself, or a cluster
+//! connection.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -14,7 +15,9 @@ use crate::error::{bounded, redis_error};
 use crate::scripts::Script;
 
 /// A connection of the `redis` crate that reconnects by itself and can be cloned cheaply:
-/// `redis::aio::ConnectionManager`, or `redis::cluster_async::ClusterConnection`.
+/// `redis::aio::ConnectionManager` say, or `redis::cluster_async::ClusterConnection`.
+/// (`connect_redis` uses a multiplexed connection it opens again when it breaks, which costs
+/// less per command than a `ConnectionManager`.)
 ///
 /// Every call returns within [`COMMAND_TIMEOUT`] (or the bound given to
 /// [`with_timeout`](RedisRsClient::with_timeout)), with a temporary error when Redis did not

@@ -6,13 +6,16 @@ use hermes_core::Error;
 
 use crate::client::{COMMAND_TIMEOUT, RedisClient};
 use crate::error::bounded;
+#[cfg(feature = "redis-rs")]
+use crate::reconnect::ReconnectingConnection;
 use crate::wake::OpenListener;
 use crate::{RedisOptions, RedisSetDriver};
 
 #[cfg(feature = "redis-rs")]
 impl RedisSetDriver {
-    /// Connects to `url` (`redis://host:port/db`) with the `redis` crate's `ConnectionManager`,
-    /// which reconnects after Redis restarts. Connecting, and every call later, takes at most
+    /// Connects to `url` (`redis://host:port/db`) with the `redis` crate, on one multiplexed
+    /// connection that is opened again when it breaks, so the driver comes back after Redis
+    /// restarts. Connecting, and every call later, takes at most
     /// [`COMMAND_TIMEOUT`](crate::COMMAND_TIMEOUT).
     ///
     /// # Errors
@@ -24,18 +27,11 @@ impl RedisSetDriver {
             driver: name,
             message: format!("invalid Redis URL: {e}"),
         })?;
-        let config = redis::aio::ConnectionManagerConfig::new()
+        let config = redis::AsyncConnectionConfig::new()
             .set_response_timeout(Some(COMMAND_TIMEOUT))
             .set_connection_timeout(Some(COMMAND_TIMEOUT));
-        let manager = bounded(name, COMMAND_TIMEOUT, "connecting", async {
-            // One plain connection first: the manager would retry refused credentials until
-            // the bound, reporting a timeout instead of the refusal.
-            client
-                .get_multiplexed_async_connection()
-                .await
-                .map_err(crate::error::redis_error)?;
-            client
-                .get_connection_manager_with_config(config.clone())
+        let connection = bounded(name, COMMAND_TIMEOUT, "connecting", async {
+            ReconnectingConnection::open(client.clone(), config.clone())
                 .await
                 .map_err(crate::error::redis_error)
         })
@@ -44,14 +40,13 @@ impl RedisSetDriver {
             let client = client.clone();
             let config = config.clone();
             Box::pin(async move {
-                let manager = client
-                    .get_connection_manager_with_config(config)
+                let listener = ReconnectingConnection::open(client, config)
                     .await
                     .map_err(crate::error::redis_error)?;
-                Ok(Arc::new(crate::RedisRsClient::new(manager)) as Arc<dyn RedisClient>)
+                Ok(Arc::new(crate::RedisRsClient::new(listener)) as Arc<dyn RedisClient>)
             })
         });
-        Ok(RedisSetDriver::from_redis(manager, options)?.with_listener(open))
+        Ok(RedisSetDriver::from_redis(connection, options)?.with_listener(open))
     }
 
     /// Connects to a Redis Cluster through any of its `nodes` (`redis://host:port`) with the
@@ -94,7 +89,9 @@ impl RedisSetDriver {
     }
 
     /// A driver on a connection of the `redis` crate that reconnects by itself:
-    /// `redis::aio::ConnectionManager`, or `redis::cluster_async::ClusterConnection`.
+    /// `redis::aio::ConnectionManager` say, or `redis::cluster_async::ClusterConnection`.
+    /// ([`connect_redis`](Self::connect_redis) uses a multiplexed connection it opens again when
+    /// it breaks, which costs less per command than a `ConnectionManager`.)
     ///
     /// # Errors
     /// [`Error::InvalidQueueName`] for invalid key names.

@@ -48,6 +48,8 @@ mod error;
 mod inspect;
 mod naming;
 mod prefetch;
+#[cfg(feature = "redis-rs")]
+mod reconnect;
 mod schedule;
 mod scripts;
 mod shutdown;

@@ -24,6 +24,11 @@ impl OwnRedis {
             .local_addr()
             .unwrap()
             .port();
+        OwnRedis::start_on(port)
+    }
+
+    /// A new server on `port`, as a restarted Redis comes back on its port.
+    fn start_on(port: u16) -> OwnRedis {
         let child = Command::new("redis-server")
             .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
             .args([
@@ -38,7 +43,7 @@ impl OwnRedis {
             .spawn()
             .expect("redis-server is installed (the test command installs it)");
         let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        while !answers_ping(port) {
             assert!(
                 started.elapsed() < Duration::from_secs(10),
                 "redis-server did not start"
@@ -59,6 +64,19 @@ impl OwnRedis {
             .unwrap();
         assert!(status.success());
     }
+}
+
+/// Whether a Redis on `port` answers a `PING` (with `-NOAUTH`, as it asks for a password): a
+/// server that only accepts connections may still be starting.
+fn answers_ping(port: u16) -> bool {
+    use std::io::{Read, Write};
+
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+    let mut reply = [0u8; 1];
+    stream.write_all(b"PING\r\n").is_ok() && stream.read_exact(&mut reply).is_ok()
 }
 
 impl Drop for OwnRedis {
@@ -142,5 +160,47 @@ async fn calls_keep_their_bound_while_redis_is_frozen_or_gone() {
                 assert!(result.is_err_and(|e| e.is_temporary()));
             }
         }
+    }
+}
+
+/// A driver whose Redis was killed and started again on its port works again by itself, without
+/// being built anew: the next calls after the restart succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_driver_works_again_once_redis_is_back() {
+    for fred in [false, true] {
+        let redis = OwnRedis::start();
+        let port = redis.port;
+        let driver = connect(fred, &redis.url(PASSWORD)).await.unwrap();
+        driver
+            .send(&Message::new("before"), DEFAULT_PRIORITY)
+            .await
+            .unwrap();
+        drop(redis);
+        let err = driver
+            .send(&Message::new("lost"), DEFAULT_PRIORITY)
+            .await
+            .unwrap_err();
+        assert!(err.is_temporary(), "fred {fred}: {err}");
+
+        let _redis = OwnRedis::start_on(port);
+        let started = Instant::now();
+        while let Err(e) = driver.send(&Message::new("after"), DEFAULT_PRIORITY).await {
+            assert!(e.is_temporary(), "fred {fred}: {e}");
+            assert!(
+                started.elapsed() < Duration::from_secs(15),
+                "fred {fred}: still failing after the restart: {e}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        println!(
+            "fred {fred}: emits again {:?} after the restart",
+            started.elapsed()
+        );
+        let received = driver
+            .receive(&[], Duration::from_secs(1))
+            .await
+            .unwrap()
+            .expect("the message sent after the restart");
+        assert_eq!(received.message().message_type(), "after");
     }
 }
