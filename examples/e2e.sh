@@ -88,8 +88,10 @@ hermes_stats
 figure_is waiting 1 || fail "hermes stats does not show the sales export waiting"
 figure_is delayed 1 || fail "hermes stats does not show the nightly export delayed"
 
-step "starting a worker"
-"$bin-worker" >"$HERMES_DIR/worker-1.out" 2>"$HERMES_DIR/worker-1.err" &
+step "starting a worker, its metrics served at /metrics"
+metrics_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+HERMES_METRICS_LISTEN="127.0.0.1:$metrics_port" \
+  "$bin-worker" >"$HERMES_DIR/worker-1.out" 2>"$HERMES_DIR/worker-1.err" &
 pids+=($!)
 
 for _ in $(seq 1 80); do
@@ -102,6 +104,13 @@ done
 }
 echo "export log:"
 sed 's/^/  /' "$log"
+
+step "the worker's metrics"
+metrics=$(curl -s "http://127.0.0.1:$metrics_port/metrics") || fail "no answer at the worker's /metrics"
+printf '%s\n' "$metrics" | grep -E '^hermes_(handled_total|in_progress)' | sed 's/^/  /'
+printf '%s\n' "$metrics" | grep -Eq '^hermes_handled_total\{type="report.export",outcome="ok"\} 3$' ||
+  fail "the worker's /metrics does not count the three exports as handled"
+echo "three exports handled, as /metrics says: ok"
 
 step "checking the order"
 order=$(awk '{print $2}' "$log" | paste -sd' ')

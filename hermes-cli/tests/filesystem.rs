@@ -243,3 +243,37 @@ async fn workers_are_listed_on_the_filesystem() {
     common::workers_are_listed(&target).await;
     assert!(queue.dir.join("workers").is_dir(), "beside the queues");
 }
+
+/// `workers stop` signals the shutdown file the workers watch, as `shutdown` does: a running
+/// dispatcher stops, and the message it had not taken yet stays queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_stop_stops_a_running_worker() {
+    let queue = Queue::new("workers-stop");
+    let driver = queue.driver();
+    let mut dispatcher = hermes_core::Dispatcher::new(driver.clone()).with_shutdown(
+        hermes_core::SharedFileShutdown::new(driver.directory().join("shutdown")),
+    );
+    dispatcher.register_fn("t", |_m| async { Ok(true) });
+    let token = dispatcher.cancellation_token();
+    let worker = tokio::spawn(async move { dispatcher.handle(&[]).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!worker.is_finished(), "the worker waits for messages");
+
+    let out = common::ok(&queue.hermes(&["workers", "stop"]));
+    assert!(out.contains("shutdown signalled"), "{out}");
+    let stopped = tokio::time::timeout(Duration::from_secs(10), worker).await;
+    token.cancel();
+    stopped
+        .expect("the worker stopped after `workers stop`")
+        .unwrap()
+        .unwrap();
+    driver
+        .send(&Message::new("t"), DEFAULT_PRIORITY)
+        .await
+        .unwrap();
+    assert_eq!(
+        driver.stats().await.unwrap()[0].waiting.value(),
+        Some(1),
+        "nothing handles it now"
+    );
+}

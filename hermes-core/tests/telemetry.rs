@@ -36,8 +36,9 @@ fn with_recorder<F: std::future::Future>(recorder: &DebuggingRecorder, work: F) 
 }
 
 /// Emits: 3 messages handled fine, 1 that fails without a retry policy, 1 that fails once
-/// under a retry policy then succeeds, 1 of a type without a handler, and an undecodable body;
-/// then runs a worker over all of them.
+/// under a retry policy then succeeds, 1 whose handler runs past the time limit, 1 whose
+/// handler panics, 1 of a type without a handler, and an undecodable body; then runs a worker
+/// over all of them.
 async fn a_run_with_every_outcome(driver: &MemoryDriver) {
     let emitter = Emitter::new(driver.clone());
     for _ in 0..3 {
@@ -54,19 +55,28 @@ async fn a_run_with_every_outcome(driver: &MemoryDriver) {
         .emit(&Message::new("flaky"), DEFAULT_PRIORITY)
         .await
         .unwrap();
-    emitter
-        .emit(&Message::new("orphan"), DEFAULT_PRIORITY)
-        .await
-        .unwrap();
+    for kind in ["slow", "crash", "orphan"] {
+        emitter
+            .emit(&Message::new(kind), DEFAULT_PRIORITY)
+            .await
+            .unwrap();
+    }
     driver.push_raw(DEFAULT_PRIORITY, b"{not json").unwrap();
 
     let mut options = DispatcherOptions::default();
-    options.max_items = 7;
+    options.max_items = 9;
+    options.time_limit = Some(Duration::from_millis(50));
+    options.time_limit_grace = Duration::from_millis(10);
     let mut dispatcher = Dispatcher::new(driver.clone()).options(options);
     dispatcher.register_fn("fine", |_m| async { Ok(true) });
     dispatcher.register_fn("broken", |_m| async {
         Err(HandlerError::msg("the disk is full"))
     });
+    dispatcher.register_fn("slow", |_m| async {
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        Ok(true)
+    });
+    dispatcher.register_fn("crash", |_m| async { panic!("the handler broke") });
     dispatcher.register_handler(
         "flaky",
         handler_fn(|m: Message| async move {
@@ -142,6 +152,8 @@ fn every_outcome_is_counted_with_its_labels() {
     assert_eq!(handled("broken", "failed"), 1.0);
     assert_eq!(handled("flaky", "failed"), 1.0);
     assert_eq!(handled("flaky", "ok"), 1.0);
+    assert_eq!(handled("slow", "timed_out"), 1.0);
+    assert_eq!(handled("crash", "panicked"), 1.0);
     assert_eq!(
         handled("other", "no_handler"),
         1.0,
@@ -267,7 +279,7 @@ fn each_message_is_handled_in_one_span_and_each_emit_in_another() {
         .collect();
     assert_eq!(
         handles.len(),
-        7,
+        9,
         "one per decodable message, the retry copy included"
     );
     let broken = handles
@@ -275,6 +287,13 @@ fn each_message_is_handled_in_one_span_and_each_emit_in_another() {
         .find(|s| s.fields["type"] == "broken")
         .expect("the broken message's span");
     assert_eq!(broken.fields["outcome"], "failed");
+    for (kind, outcome) in [("slow", "timed_out"), ("crash", "panicked")] {
+        let span = handles
+            .iter()
+            .find(|s| s.fields["type"] == kind)
+            .unwrap_or_else(|| panic!("the {kind} message's span"));
+        assert_eq!(span.fields["outcome"], outcome);
+    }
     assert_eq!(broken.fields["driver"], "memory");
     assert_eq!(broken.fields["priority"], "100");
     assert_eq!(broken.fields["retries"], "0");
@@ -300,8 +319,8 @@ fn each_message_is_handled_in_one_span_and_each_emit_in_another() {
     let emits: Vec<&Seen> = closed.iter().filter(|s| s.name == "hermes.emit").collect();
     assert_eq!(
         emits.len(),
-        6,
-        "the emitter's six; the retry copy is a send"
+        8,
+        "the emitter's eight; the retry copy is a send"
     );
     assert!(emits.iter().all(|s| s.fields.contains_key("id")));
     assert!(emits.iter().all(|s| {

@@ -165,6 +165,32 @@ pub fn init_logging() {
         .init();
 }
 
+/// Serves the worker's metrics (those of [`hermes_core::telemetry`]) in Prometheus' text format
+/// at `http://<address>/metrics` when `HERMES_METRICS_LISTEN` names an address
+/// (`127.0.0.1:9185`, say); does nothing otherwise. Call it inside the Tokio runtime.
+///
+/// # Errors
+/// An address that does not parse, or a listener that cannot be installed.
+pub fn init_metrics() -> Result<(), hermes_core::Error> {
+    let Ok(address) = std::env::var("HERMES_METRICS_LISTEN") else {
+        return Ok(());
+    };
+    let config = |message: String| hermes_core::Error::Config {
+        driver: "metrics",
+        message,
+    };
+    let address: std::net::SocketAddr = address
+        .parse()
+        .map_err(|e| config(format!("HERMES_METRICS_LISTEN {address:?}: {e}")))?;
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .with_http_listener(address)
+        .install()
+        .map_err(|e| config(format!("the metrics listener on {address}: {e}")))?;
+    hermes_core::telemetry::describe();
+    tracing::info!("metrics at http://{address}/metrics");
+    Ok(())
+}
+
 /// Exit status of a worker: success, or failure with the error on standard error.
 pub fn exit_status(result: Result<(), hermes_core::Error>) -> std::process::ExitCode {
     match result {

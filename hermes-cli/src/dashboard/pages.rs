@@ -399,7 +399,7 @@ pub(crate) async fn workers(Shared(state): Shared<Arc<State>>) -> Response {
             let running: Vec<String> = w
                 .running
                 .iter()
-                .map(|r| format!("{} ({})", r.id, r.message_type))
+                .map(crate::workers::running_message)
                 .collect();
             vec![
                 Cell::Text(w.id.clone()),

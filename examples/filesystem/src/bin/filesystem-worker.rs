@@ -2,7 +2,7 @@
 //! Exits non-zero when the driver fails.
 
 use hermes_core::{Dispatcher, SharedFileShutdown, SignalShutdown};
-use hermes_example_common::{exit_status, init_logging};
+use hermes_example_common::{exit_status, init_logging, init_metrics};
 use hermes_example_filesystem::{Exporter, directory, driver, shutdown_file};
 
 #[tokio::main]
@@ -12,6 +12,7 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn run() -> Result<(), hermes_core::Error> {
+    init_metrics()?;
     let dir = directory();
     let mut dispatcher = Dispatcher::new(driver(&dir)?)
         // `filesystem-shutdown` touches this file; workers started before that stop.

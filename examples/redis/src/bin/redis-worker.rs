@@ -2,7 +2,7 @@
 //! non-zero when the driver fails for good; waits through Redis restarts.
 
 use hermes_core::{Dispatcher, SignalShutdown};
-use hermes_example_common::{exit_status, init_logging};
+use hermes_example_common::{exit_status, init_logging, init_metrics};
 use hermes_example_redis::{Exporter, driver, shutdown};
 
 #[tokio::main]
@@ -12,6 +12,7 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn run() -> Result<(), hermes_core::Error> {
+    init_metrics()?;
     let driver = driver().await?;
     let mut dispatcher = Dispatcher::new(driver.clone())
         // `redis-shutdown` sets this key; workers started before that stop.

@@ -2,7 +2,7 @@
 //! when the driver fails for good.
 
 use hermes_core::{Dispatcher, SignalShutdown};
-use hermes_example_common::{exit_status, init_logging};
+use hermes_example_common::{exit_status, init_logging, init_metrics};
 use hermes_example_sqs::{Exporter, driver, shutdown};
 
 #[tokio::main]
@@ -12,6 +12,7 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn run() -> Result<(), hermes_core::Error> {
+    init_metrics()?;
     let mut dispatcher = Dispatcher::new(driver().await?)
         .with_shutdown(shutdown())
         .with_shutdown(SignalShutdown::install()?);
