@@ -30,8 +30,11 @@ impl RedisSetDriver {
         let config = redis::AsyncConnectionConfig::new()
             .set_response_timeout(Some(COMMAND_TIMEOUT))
             .set_connection_timeout(Some(COMMAND_TIMEOUT));
+        // Every call of the driver is bounded by `RedisRsClient`'s own timeout: the connection
+        // it sends on needs no second timer per command.
+        let commands = config.clone().set_response_timeout(None);
         let connection = bounded(name, COMMAND_TIMEOUT, "connecting", async {
-            ReconnectingConnection::open(client.clone(), config.clone())
+            ReconnectingConnection::open(client.clone(), commands)
                 .await
                 .map_err(crate::error::redis_error)
         })
