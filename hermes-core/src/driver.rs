@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::{DeadLetter, DeadReason, Error, Message, QueueState, QueueStats, Replay, WorkerInfo};
+use crate::{
+    DeadLetter, DeadReason, Emitted, Error, Message, QueueState, QueueStats, Replay, Unique,
+    WorkerInfo,
+};
 
 /// A priority: a higher number is handled first.
 pub type Priority = i32;
@@ -254,6 +257,41 @@ pub trait Driver: fmt::Debug + Send + Sync + 'static {
     async fn workers(&self) -> Result<Vec<WorkerInfo>, Error> {
         Err(self.unsupported("live workers"))
     }
+
+    /// Queues `message` as [`send`](Driver::send) does, unless another message holds the key
+    /// of `unique`: then nothing is queued and the answer is [`Emitted::Duplicate`]. Taking
+    /// the key and queueing are one atomic step on the backend, so of any number of
+    /// concurrent emits with one key, from any number of processes, exactly one is queued.
+    /// The key is held by the message's id for [`Unique::window`], or until
+    /// [`release_unique`](Driver::release_unique) gives it up. Callers check `unique` first
+    /// ([`Unique::check`]); [`Emitter::emit_unique`](crate::Emitter::emit_unique) does.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] without [`Capabilities::unique`]; as [`send`](Driver::send).
+    ///
+    /// # Cancellation safety
+    /// Not cancellation safe: dropped before it returns, the key may be taken and the message
+    /// queued, or the key taken alone (it then expires with its window).
+    async fn send_unique(
+        &self,
+        message: &Message,
+        priority: Priority,
+        unique: &Unique,
+    ) -> Result<Emitted, Error> {
+        let _ = (message, priority, unique);
+        Err(self.unsupported("unique jobs"))
+    }
+
+    /// Gives up the uniqueness key `key` if the message `holder` (an id) still holds it;
+    /// nothing otherwise (the key expired, or another message took it since). The dispatcher
+    /// calls it when a message with a [`unique_key`](Message::unique_key) is done.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] without [`Capabilities::unique`]; connection errors.
+    async fn release_unique(&self, key: &str, holder: &str) -> Result<(), Error> {
+        let _ = (key, holder);
+        Err(self.unsupported("unique jobs"))
+    }
 }
 
 /// Helpers for drivers.
@@ -307,6 +345,9 @@ pub struct Capabilities {
     /// [`Driver::announce`], [`Driver::withdraw`] and [`Driver::workers`] keep and list live
     /// workers.
     pub workers: bool,
+    /// [`Driver::send_unique`] and [`Driver::release_unique`]: unique jobs, atomic on the
+    /// backend.
+    pub unique: bool,
 }
 
 impl Capabilities {
@@ -343,6 +384,7 @@ impl Capabilities {
             delete: true,
             dead_letters: true,
             workers: true,
+            unique: true,
         }
     }
 }
@@ -526,6 +568,17 @@ macro_rules! delegate_driver {
             }
             async fn workers(&self) -> Result<Vec<WorkerInfo>, Error> {
                 (**self).workers().await
+            }
+            async fn send_unique(
+                &self,
+                message: &Message,
+                priority: Priority,
+                unique: &Unique,
+            ) -> Result<Emitted, Error> {
+                (**self).send_unique(message, priority, unique).await
+            }
+            async fn release_unique(&self, key: &str, holder: &str) -> Result<(), Error> {
+                (**self).release_unique(key, holder).await
             }
         }
     )*};

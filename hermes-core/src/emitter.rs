@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 
-use crate::{Driver, Error, Message, Priority};
+use crate::{Driver, Emitted, Error, Message, Priority, Release, Unique};
 
 /// Sends jobs and messages to a driver. Cheap to clone; share one per process.
 ///
@@ -94,13 +94,7 @@ impl Emitter {
     /// # Cancellation safety
     /// Dropping the future may or may not have sent the message.
     pub async fn emit(&self, message: &Message, priority: Priority) -> Result<(), Error> {
-        let span = tracing::info_span!(
-            "hermes.emit",
-            id = message.id(),
-            r#type = message.message_type(),
-            priority,
-            driver = self.driver.name(),
-        );
+        let span = self.span_of(message, priority);
         #[cfg(feature = "opentelemetry")]
         let traced = self.with_trace_context(std::slice::from_ref(message), &span);
         #[cfg(feature = "opentelemetry")]
@@ -109,6 +103,52 @@ impl Emitter {
             self.driver.send(message, priority).await?;
             self.log_sent(message, priority);
             Ok(())
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Sends `message` as [`emit`](Emitter::emit) does, unless another message holds the key
+    /// of `unique` (see [`Unique`]): then nothing is queued, the answer is
+    /// [`Emitted::Duplicate`], and `Emitter skip duplicate message #<id> (key held)` is logged
+    /// at info level. The check is atomic on the backend, across processes.
+    ///
+    /// # Errors
+    /// [`Error::InvalidMessage`] for a key [`Unique::check`] refuses; [`Error::Unsupported`]
+    /// on a driver without [`Capabilities::unique`](crate::Capabilities::unique) (RabbitMQ and
+    /// SQS); otherwise as [`emit`](Emitter::emit).
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may or may not have queued the message and taken the key.
+    pub async fn emit_unique(
+        &self,
+        message: &Message,
+        priority: Priority,
+        unique: &Unique,
+    ) -> Result<Emitted, Error> {
+        unique.check()?;
+        let span = self.span_of(message, priority);
+        let holding = match unique.release() {
+            Release::WhenDone => Some(
+                message
+                    .clone()
+                    .with_unique_key(Some(unique.key().to_owned())),
+            ),
+            _ => None,
+        };
+        let message = holding.as_ref().unwrap_or(message);
+        async {
+            let emitted = self.driver.send_unique(message, priority, unique).await?;
+            match emitted {
+                Emitted::Queued => self.log_sent(message, priority),
+                Emitted::Duplicate => tracing::info!(
+                    id = message.id(),
+                    r#type = message.message_type(),
+                    "Emitter skip duplicate message #{} (key held)",
+                    message.id()
+                ),
+            }
+            Ok(emitted)
         }
         .instrument(span)
         .await
@@ -150,6 +190,17 @@ impl Emitter {
         }
         .instrument(span)
         .await
+    }
+
+    /// The `hermes.emit` span of one message.
+    fn span_of(&self, message: &Message, priority: Priority) -> tracing::Span {
+        tracing::info_span!(
+            "hermes.emit",
+            id = message.id(),
+            r#type = message.message_type(),
+            priority,
+            driver = self.driver.name(),
+        )
     }
 
     /// Copies of `messages` that carry the trace context of `span` where they had none, when

@@ -71,6 +71,7 @@ pub mod task;
 pub mod telemetry;
 pub mod time;
 mod traceparent;
+mod unique;
 mod workers;
 
 pub use context::JobContext;
@@ -94,6 +95,9 @@ pub use queue_config::QueueConfig;
 pub use retry::RetryPolicy;
 pub use serializer::{JsonSerializer, Serializer};
 pub use shutdown::{SharedFileShutdown, Shutdown, SignalShutdown};
+pub use unique::{
+    DEFAULT_UNIQUE_WINDOW, Emitted, MAX_UNIQUE_KEY_LEN, Release, Unique, unique_backend_name,
+};
 pub use workers::{RunningMessage, WorkerInfo};
 
 /// Re-exported for drivers and custom handlers.

@@ -48,6 +48,7 @@ pub struct Message {
     execute_at: Option<f64>,
     retries: u32,
     traceparent: Option<String>,
+    unique_key: Option<String>,
 }
 
 impl Message {
@@ -61,6 +62,7 @@ impl Message {
             execute_at: None,
             retries: 0,
             traceparent: None,
+            unique_key: None,
         }
     }
 
@@ -176,12 +178,29 @@ impl Message {
     }
 
     /// The copy a replay of a dead letter sends: the same id, type, payload, created time and
-    /// traceparent, due now, with its retries reset to 0 unless `keep_retries`.
+    /// traceparent, due now, with its retries reset to 0 unless `keep_retries`. It holds no
+    /// [uniqueness key](Message::unique_key): the dead letter gave its key up.
     pub fn replay_copy(&self, keep_retries: bool) -> Message {
         Message {
             retries: if keep_retries { self.retries } else { 0 },
             execute_at: None,
+            unique_key: None,
             ..self.clone()
+        }
+    }
+
+    /// The [uniqueness key](crate::Unique) this message gives up when it is done: set by
+    /// [`Emitter::emit_unique`](crate::Emitter::emit_unique) for keys released when done,
+    /// `None` otherwise. Retry copies keep it.
+    pub fn unique_key(&self) -> Option<&str> {
+        self.unique_key.as_deref()
+    }
+
+    /// This message holding `key` until it is done.
+    pub(crate) fn with_unique_key(self, key: Option<String>) -> Message {
+        Message {
+            unique_key: key,
+            ..self
         }
     }
 
@@ -205,6 +224,7 @@ impl Message {
             execute_at,
             retries,
             traceparent: traceparent.filter(|t| crate::traceparent::is_valid(t)),
+            unique_key: None,
         }
     }
 
@@ -233,6 +253,7 @@ impl std::fmt::Debug for Message {
             .field("execute_at", &self.execute_at)
             .field("retries", &self.retries)
             .field("traceparent", &self.traceparent)
+            .field("unique_key", &self.unique_key)
             .finish()
     }
 }

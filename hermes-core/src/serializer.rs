@@ -45,6 +45,11 @@ pub trait Serializer: Debug + Send + Sync + 'static {
 /// are exactly PHP's. On decoding, a `traceparent` that is not a string holding a valid W3C
 /// `traceparent` of version 00 is ignored.
 ///
+/// A message of a [unique](crate::Unique) emit whose key is given up when it is done has the
+/// key as one more key after that (`,"unique_key":"…"`), so the worker can give it up; PHP's
+/// decoder ignores it too. On decoding, a `unique_key` that is not a string of 1 to
+/// [`MAX_UNIQUE_KEY_LEN`](crate::MAX_UNIQUE_KEY_LEN) bytes is ignored.
+///
 /// ```
 /// use hermes_core::{JsonSerializer, Message, Serializer};
 ///
@@ -82,6 +87,10 @@ impl Serializer for JsonSerializer {
         if let Some(traceparent) = message.traceparent() {
             out.extend_from_slice(b",\"traceparent\":");
             write_string(&mut out, traceparent);
+        }
+        if let Some(key) = message.unique_key() {
+            out.extend_from_slice(b",\"unique_key\":");
+            write_string(&mut out, key);
         }
         out.extend_from_slice(b"}}");
         Ok(out)
@@ -121,6 +130,12 @@ impl Serializer for JsonSerializer {
             Some(Value::String(s)) => Some(s),
             _ => None,
         };
+        let unique_key = match take(&mut fields, "unique_key") {
+            Some(Value::String(s)) if !s.is_empty() && s.len() <= crate::MAX_UNIQUE_KEY_LEN => {
+                Some(s)
+            }
+            _ => None,
+        };
         Ok(Message::from_parts(
             id,
             message_type,
@@ -129,7 +144,8 @@ impl Serializer for JsonSerializer {
             execute_at,
             retries,
             traceparent,
-        ))
+        )
+        .with_unique_key(unique_key))
     }
 }
 
@@ -178,7 +194,7 @@ fn json_error_reason(e: &serde_json::Error) -> String {
     }
 }
 
-fn write_value(out: &mut Vec<u8>, value: &Value) -> Result<(), Error> {
+pub(crate) fn write_value(out: &mut Vec<u8>, value: &Value) -> Result<(), Error> {
     match value {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),

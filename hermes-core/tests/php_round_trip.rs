@@ -144,3 +144,39 @@ fn a_php_retry_copy_of_a_message_with_a_traceparent_drops_it() {
         );
     }
 }
+
+/// A message of a unique emit carries its key after the traceparent; PHP ignores it as well
+/// and writes the message as Rust does without either key.
+#[test]
+fn php_reads_a_message_with_a_unique_key_and_writes_it_as_rust_does_without() {
+    if !available_or_skip(strict(), "php_round_trip", php_available()) {
+        return;
+    }
+    for message in messages() {
+        let plain = String::from_utf8(JsonSerializer.serialize(&message).unwrap()).unwrap();
+        let with_key = format!(
+            "{},\"unique_key\":\"report:\\/7\"}}}}",
+            plain.strip_suffix("}}").unwrap()
+        );
+        let held = JsonSerializer.deserialize(with_key.as_bytes()).unwrap();
+        assert_eq!(held.unique_key(), Some("report:/7"));
+        assert_eq!(
+            JsonSerializer.serialize(&held).unwrap(),
+            with_key.as_bytes(),
+            "Rust writes the key back as it read it"
+        );
+        assert_eq!(
+            held.retry_copy(1700000200.25).unique_key(),
+            Some("report:/7"),
+            "a retry keeps holding the key"
+        );
+        assert_eq!(held.replay_copy(false).unique_key(), None);
+
+        let from_php = php(with_key.as_bytes(), &[]);
+        assert_eq!(
+            String::from_utf8_lossy(&from_php),
+            String::from_utf8_lossy(&without_traceparent(&message)),
+            "PHP writes what Rust writes without the traceparent and the key"
+        );
+    }
+}

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use hermes_core::time::{unix_now, until};
 use hermes_core::{
-    Capabilities, DEFAULT_PRIORITY, DeadKind, DeadLetter, DeadReason, Delivery, Driver, Error,
-    JsonSerializer, Message, Priority, PriorityQueues, QueueState, QueueStats, Receipt, Replay,
-    Serializer, WorkerInfo, async_trait, validate_queue_name,
+    Capabilities, DEFAULT_PRIORITY, DeadKind, DeadLetter, DeadReason, Delivery, Driver, Emitted,
+    Error, JsonSerializer, Message, Priority, PriorityQueues, QueueState, QueueStats, Receipt,
+    Replay, Serializer, Unique, WorkerInfo, async_trait, validate_queue_name,
 };
 use tokio::sync::Notify;
 
@@ -403,6 +403,19 @@ impl Driver for FileSystemDriver {
         let queue = Arc::new(QueueDir::new(&self.inner.directory, name));
         self.inner.queues.insert(priority, queue);
         Ok(())
+    }
+
+    async fn send_unique(
+        &self,
+        message: &Message,
+        priority: Priority,
+        unique: &Unique,
+    ) -> Result<Emitted, Error> {
+        self.send_unique_now(message, priority, unique).await
+    }
+
+    async fn release_unique(&self, key: &str, holder: &str) -> Result<(), Error> {
+        self.give_up_key(key, holder)
     }
 
     async fn send(&self, message: &Message, priority: Priority) -> Result<(), Error> {

@@ -48,6 +48,7 @@ mod error;
 mod inspect;
 mod naming;
 mod queue;
+mod unique;
 mod url;
 mod watch;
 mod workers;

@@ -10,7 +10,10 @@ use tokio::sync::Notify;
 use crate::session::Session;
 
 /// One thing a consumer delivered.
+// Nearly every entry is a message: boxing it would cost an allocation per delivery to make
+// the rare undecodable entry smaller.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Buffered {
     /// A due message, unacknowledged on the broker.
     Message {

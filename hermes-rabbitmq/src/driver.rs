@@ -200,6 +200,8 @@ impl Driver for RabbitMqDriver {
         capabilities.stats = true;
         capabilities.purge = true;
         capabilities.dead_letters = true;
+        // A queue of this broker cannot refuse a message whose key another one holds.
+        capabilities.unique = false;
         capabilities
     }
 

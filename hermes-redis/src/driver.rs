@@ -248,6 +248,19 @@ impl Driver for RedisSetDriver {
         Ok(())
     }
 
+    async fn send_unique(
+        &self,
+        message: &Message,
+        priority: Priority,
+        unique: &hermes_core::Unique,
+    ) -> Result<hermes_core::Emitted, Error> {
+        self.send_unique_now(message, priority, unique).await
+    }
+
+    async fn release_unique(&self, key: &str, holder: &str) -> Result<(), Error> {
+        self.release_unique_now(key, holder).await
+    }
+
     async fn send(&self, message: &Message, priority: Priority) -> Result<(), Error> {
         message.check()?;
         let key = self.inner.sets.get(priority)?;

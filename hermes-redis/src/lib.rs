@@ -53,6 +53,7 @@ mod reconnect;
 mod schedule;
 mod scripts;
 mod shutdown;
+mod unique;
 mod url;
 mod wake;
 mod workers;

@@ -26,11 +26,15 @@ pub enum Script {
     Announce,
     /// Put a token in the wake list unless one is there.
     Wake,
+    /// Take a uniqueness key and queue the message, or neither when the key is held.
+    SendUnique,
+    /// Give a uniqueness key up when its holder still holds it.
+    ReleaseUnique,
 }
 
 impl Script {
     /// Every script.
-    pub const ALL: [Script; 11] = [
+    pub const ALL: [Script; 13] = [
         Script::Claim,
         Script::Schedule,
         Script::Nack,
@@ -42,6 +46,8 @@ impl Script {
         Script::Unbury,
         Script::Announce,
         Script::Wake,
+        Script::SendUnique,
+        Script::ReleaseUnique,
     ];
 
     /// The Lua source.
@@ -58,6 +64,8 @@ impl Script {
             Script::Unbury => UNBURY,
             Script::Announce => ANNOUNCE,
             Script::Wake => WAKE,
+            Script::SendUnique => SEND_UNIQUE,
+            Script::ReleaseUnique => RELEASE_UNIQUE,
         }
     }
 }
@@ -443,4 +451,25 @@ if redis.call('LLEN', KEYS[1]) == 0 then
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return pushed
+";
+
+/// KEYS: 1 the uniqueness key, 2 the priority set, 3 schedule, 4 priority index of the
+/// schedule. ARGV: 1 the holder (the message id), 2 the window in milliseconds, 3 message,
+/// 4 due time ('' when due now), 5 priority ('' for the default one), as in SCHEDULE.
+/// Returns 0 when the key is held (nothing is queued), 1 when the message was queued.
+const SEND_UNIQUE: &str = r"
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
+if ARGV[4] == '' then
+  redis.call('SADD', KEYS[2], ARGV[3])
+else
+  redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
+  if ARGV[5] ~= '' then redis.call('ZADD', KEYS[4], ARGV[4], ARGV[5] .. '|' .. ARGV[3]) end
+end
+return 1
+";
+
+/// KEYS: 1 the uniqueness key. ARGV: 1 the holder. Removes the key when the holder holds it.
+const RELEASE_UNIQUE: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
 ";

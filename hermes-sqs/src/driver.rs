@@ -282,6 +282,8 @@ impl Driver for SqsDriver {
         capabilities.purge = true;
         capabilities.dead_letters = true;
         capabilities.max_payload = Some(self.inner.options.max_payload);
+        // A queue of this broker cannot refuse a message whose key another one holds.
+        capabilities.unique = false;
         capabilities
     }
 

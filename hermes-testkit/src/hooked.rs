@@ -415,6 +415,20 @@ impl<D: Driver> Driver for HookedDriver<D> {
     async fn workers(&self) -> Result<Vec<WorkerInfo>, Error> {
         self.inner.workers().await
     }
+
+    async fn send_unique(
+        &self,
+        message: &Message,
+        priority: Priority,
+        unique: &hermes_core::Unique,
+    ) -> Result<hermes_core::Emitted, Error> {
+        self.before(Call::Send(message, priority))?;
+        self.inner.send_unique(message, priority, unique).await
+    }
+
+    async fn release_unique(&self, key: &str, holder: &str) -> Result<(), Error> {
+        self.inner.release_unique(key, holder).await
+    }
 }
 
 #[cfg(test)]

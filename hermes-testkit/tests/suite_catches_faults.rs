@@ -5,9 +5,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use hermes_core::{
-    Capabilities, DEFAULT_PRIORITY, DeadLetter, DeadReason, DecodeError, Delivery, Driver, Error,
-    Figure, JsonSerializer, Message, Priority, QueueState, QueueStats, Replay, Serializer,
-    WorkerInfo, async_trait,
+    Capabilities, DEFAULT_PRIORITY, DeadLetter, DeadReason, DecodeError, Delivery, Driver, Emitted,
+    Error, Figure, JsonSerializer, Message, Priority, QueueState, QueueStats, Replay, Serializer,
+    Unique, WorkerInfo, async_trait,
 };
 use hermes_testkit::suite::{self, Harness, scenarios};
 use hermes_testkit::{MemoryDriver, MemoryHarness};
@@ -43,6 +43,13 @@ enum Fault {
     ReplayKeepsRetries,
     /// `workers` lists announcements past their time to live.
     WorkersNeverExpire,
+    /// Each instance keeps its own uniqueness keys, as if in its process's memory: emits from
+    /// two processes both get in.
+    KeysPerProcess,
+    /// `release_unique` does nothing: the key stays held after the ack.
+    KeyNeverReleased,
+    /// `send_unique` holds keys for a day, whatever the window.
+    KeyNeverExpires,
 }
 
 /// Hermes' JSON with `/` left unescaped.
@@ -63,6 +70,7 @@ impl Serializer for UnescapedSlashes {
 struct Faulty {
     inner: MemoryDriver,
     fault: Fault,
+    local_keys: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 #[async_trait]
@@ -200,6 +208,38 @@ impl Driver for Faulty {
     async fn withdraw(&self, id: &str) -> Result<(), Error> {
         self.inner.withdraw(id).await
     }
+    async fn send_unique(
+        &self,
+        message: &Message,
+        priority: Priority,
+        unique: &Unique,
+    ) -> Result<Emitted, Error> {
+        match self.fault {
+            Fault::KeysPerProcess => {
+                if !self
+                    .local_keys
+                    .lock()
+                    .unwrap()
+                    .insert(unique.key().to_owned())
+                {
+                    return Ok(Emitted::Duplicate);
+                }
+                self.inner.send(message, priority).await?;
+                Ok(Emitted::Queued)
+            }
+            Fault::KeyNeverExpires => {
+                let unique = unique.clone().hold_for(Duration::from_secs(86_400));
+                self.inner.send_unique(message, priority, &unique).await
+            }
+            _ => self.inner.send_unique(message, priority, unique).await,
+        }
+    }
+    async fn release_unique(&self, key: &str, holder: &str) -> Result<(), Error> {
+        if self.fault == Fault::KeyNeverReleased {
+            return Ok(());
+        }
+        self.inner.release_unique(key, holder).await
+    }
     async fn workers(&self) -> Result<Vec<WorkerInfo>, Error> {
         self.inner.workers().await
     }
@@ -218,6 +258,7 @@ impl Harness for FaultyHarness {
                 _ => inner,
             },
             fault: self.1,
+            local_keys: std::sync::Mutex::default(),
         })
     }
     async fn push_raw(&self, queue: &str, bytes: &[u8]) -> Result<(), Error> {
@@ -387,4 +428,20 @@ must_fail!(
     workers_that_never_expire_fail,
     Fault::WorkersNeverExpire,
     workers_are_listed_until_they_expire
+);
+
+must_fail!(
+    keys_kept_per_process_fail,
+    Fault::KeysPerProcess,
+    concurrent_unique_emits_queue_one_message
+);
+must_fail!(
+    keys_never_released_fail,
+    Fault::KeyNeverReleased,
+    a_unique_key_is_free_once_its_message_is_done
+);
+must_fail!(
+    keys_that_never_expire_fail,
+    Fault::KeyNeverExpires,
+    a_crashed_workers_unique_key_frees_after_its_window
 );

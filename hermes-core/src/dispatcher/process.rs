@@ -14,7 +14,7 @@ use super::run::{Env, HandlerMap, run_handlers};
 use crate::context::Claim;
 use crate::telemetry;
 use crate::time::unix_now;
-use crate::{Delivery, Driver, Error, Priority, Shutdown};
+use crate::{Delivery, Driver, Error, Message, Priority, Shutdown};
 
 /// What the workers of one `handle` call share.
 pub(super) struct Context {
@@ -126,7 +126,10 @@ async fn process_in_span(ctx: &Context, delivery: Delivery, span: &tracing::Span
             reason.kind
         );
         match with_retries(ctx, || ctx.driver.dead_letter(&delivery, &reason)).await {
-            Ok(()) => metrics.dead_lettered(reason.kind),
+            Ok(()) => {
+                metrics.dead_lettered(reason.kind);
+                release_unique_key(ctx, message).await;
+            }
             Err(e) => {
                 // Not kept and not acknowledged: the broker delivers it again.
                 let _ = ctx.driver.nack(&delivery).await;
@@ -135,6 +138,7 @@ async fn process_in_span(ctx: &Context, delivery: Delivery, span: &tracing::Span
         }
         return;
     }
+    let retried = report.retry.is_some();
     if let Some(copy) = report.retry {
         let sent = with_retries(ctx, || ctx.driver.send(&copy, delivery.priority())).await;
         if let Err(e) = sent {
@@ -147,6 +151,25 @@ async fn process_in_span(ctx: &Context, delivery: Delivery, span: &tracing::Span
     }
     if let Err(e) = with_retries(ctx, || ctx.driver.ack(&delivery)).await {
         ctx.fail(e);
+        return;
+    }
+    if !retried {
+        release_unique_key(ctx, message).await;
+    }
+}
+
+/// Gives up the uniqueness key of `message`, done for good, if it holds one. A failure is
+/// logged: the key then expires with its window.
+async fn release_unique_key(ctx: &Context, message: &Message) {
+    let Some(key) = message.unique_key() else {
+        return;
+    };
+    if let Err(e) = with_retries(ctx, || ctx.driver.release_unique(key, message.id())).await {
+        tracing::warn!(
+            id = message.id(),
+            "Giving up the uniqueness key of message #{} failed, it expires with its window - {e}",
+            message.id()
+        );
     }
 }
 

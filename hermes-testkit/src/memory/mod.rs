@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use hermes_core::time::unix_now;
 use hermes_core::{
-    Capabilities, DEFAULT_PRIORITY, DeadKind, DeadLetter, DeadReason, Delivery, Driver, Error,
-    JsonSerializer, Message, Priority, QueueState, QueueStats, Receipt, Replay, Retention,
-    Serializer, WorkerInfo, async_trait, validate_queue_name,
+    Capabilities, DEFAULT_PRIORITY, DeadKind, DeadLetter, DeadReason, Delivery, Driver, Emitted,
+    Error, JsonSerializer, Message, Priority, QueueState, QueueStats, Receipt, Replay, Retention,
+    Serializer, Unique, WorkerInfo, async_trait, validate_queue_name,
 };
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -94,7 +94,16 @@ struct State {
     dead: VecDeque<Dead>,
     /// Announced workers by id.
     workers: BTreeMap<String, WorkerInfo>,
+    /// Uniqueness keys held, by key.
+    unique: HashMap<String, HeldKey>,
     sequence: u64,
+}
+
+/// A uniqueness key: the id of the message holding it, until when at most.
+#[derive(Debug)]
+struct HeldKey {
+    holder: String,
+    until: Instant,
 }
 
 #[derive(Debug)]
@@ -258,6 +267,22 @@ impl MemoryDriver {
         self.len() == 0
     }
 
+    /// The checked, encoded `message`, within the payload limit.
+    fn encode(&self, message: &Message) -> Result<Arc<[u8]>, Error> {
+        message.check()?;
+        let body: Arc<[u8]> = self.serializer.serialize(message)?.into();
+        if let Some(max) = self.shared.options.max_payload
+            && body.len() > max
+        {
+            return Err(Error::PayloadTooLarge {
+                driver: NAME,
+                size: body.len(),
+                max,
+            });
+        }
+        Ok(body)
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.shared.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -335,6 +360,22 @@ impl Default for MemoryDriver {
 
 impl State {
     /// Keeps `stored` until Unix time `at`.
+    /// Queues the encoded `message` on `priority`, or schedules it when it is due later.
+    fn put(&mut self, message: &Message, priority: Priority, body: Arc<[u8]>) -> Result<(), Error> {
+        if !self.queues.contains_key(&priority) {
+            return Err(Error::UnknownPriority(priority));
+        }
+        match message.execute_at() {
+            Some(at) if at > unix_now() => self.schedule(at, Stored { priority, body }),
+            _ => {
+                if let Some(queue) = self.queues.get_mut(&priority) {
+                    queue.ready.push_back(body);
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn schedule(&mut self, at: f64, stored: Stored) {
         self.sequence += 1;
         let key = ((at * 1e6) as i64, self.sequence);
@@ -420,31 +461,47 @@ impl Driver for MemoryDriver {
     }
 
     async fn send(&self, message: &Message, priority: Priority) -> Result<(), Error> {
-        message.check()?;
-        let body: Arc<[u8]> = self.serializer.serialize(message)?.into();
-        if let Some(max) = self.shared.options.max_payload
-            && body.len() > max
-        {
-            return Err(Error::PayloadTooLarge {
-                driver: NAME,
-                size: body.len(),
-                max,
-            });
-        }
+        let body = self.encode(message)?;
         let mut state = self.lock();
-        if !state.queues.contains_key(&priority) {
-            return Err(Error::UnknownPriority(priority));
-        }
-        match message.execute_at() {
-            Some(at) if at > unix_now() => state.schedule(at, Stored { priority, body }),
-            _ => {
-                if let Some(queue) = state.queues.get_mut(&priority) {
-                    queue.ready.push_back(body);
-                }
-            }
-        }
+        state.put(message, priority, body)?;
         drop(state);
         self.shared.notify.notify_waiters();
+        Ok(())
+    }
+
+    async fn send_unique(
+        &self,
+        message: &Message,
+        priority: Priority,
+        unique: &Unique,
+    ) -> Result<Emitted, Error> {
+        let body = self.encode(message)?;
+        let now = Instant::now();
+        let mut state = self.lock();
+        state.unique.retain(|_, held| held.until > now);
+        if state.unique.contains_key(unique.key()) {
+            return Ok(Emitted::Duplicate);
+        }
+        state.put(message, priority, body)?;
+        let held = HeldKey {
+            holder: message.id().to_owned(),
+            until: now + unique.window(),
+        };
+        state.unique.insert(unique.key().to_owned(), held);
+        drop(state);
+        self.shared.notify.notify_waiters();
+        Ok(Emitted::Queued)
+    }
+
+    async fn release_unique(&self, key: &str, holder: &str) -> Result<(), Error> {
+        let mut state = self.lock();
+        if state
+            .unique
+            .get(key)
+            .is_some_and(|held| held.holder == holder)
+        {
+            state.unique.remove(key);
+        }
         Ok(())
     }
 

@@ -19,6 +19,7 @@ mod inspection;
 mod jobs;
 mod raw_fuzz;
 pub mod scenarios;
+mod unique;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -176,6 +177,9 @@ macro_rules! conformance_suite {
             purge_empties_only_what_it_names,
             failed_messages_become_dead_letters_and_replay,
             workers_are_listed_until_they_expire,
+            concurrent_unique_emits_queue_one_message,
+            a_unique_key_is_free_once_its_message_is_done,
+            a_crashed_workers_unique_key_frees_after_its_window,
         );
     };
     (@tests $harness:expr; $($scenario:ident),* $(,)?) => {
@@ -226,6 +230,7 @@ mod tests {
             include_str!("raw_fuzz.rs"),
             include_str!("jobs.rs"),
             include_str!("inspection.rs"),
+            include_str!("unique.rs"),
         ]
         .iter()
         .flat_map(|source| defined(source))

@@ -22,6 +22,10 @@ pub use super::jobs::{
     a_handler_past_its_time_limit_is_cancelled_and_retried, typed_jobs_meet_php_messages,
 };
 pub use super::raw_fuzz::random_raw_inputs_are_delivered_or_quarantined;
+pub use super::unique::{
+    a_crashed_workers_unique_key_frees_after_its_window,
+    a_unique_key_is_free_once_its_message_is_done, concurrent_unique_emits_queue_one_message,
+};
 use super::{Harness, Outcome};
 
 /// The priority of the `-high` queue the scenarios set up.

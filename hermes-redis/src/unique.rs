@@ -1,0 +1,80 @@
+//! Unique jobs: a held key is the string `<default set>_unique-<SHA-256 of the key>` (in the
+//! queue's hash slot on a cluster), holding the id of the message that holds it, with the
+//! window as its time to live. Taking it and queueing the message are one script.
+
+use hermes_core::time::unix_now;
+use hermes_core::{
+    DEFAULT_PRIORITY, Emitted, Error, Message, Priority, Unique, unique_backend_name,
+};
+
+use crate::client::Reply;
+use crate::driver::RedisSetDriver;
+use crate::scripts::Script;
+
+impl RedisSetDriver {
+    /// The Redis key of the uniqueness key `key`.
+    fn unique_key(&self, key: &str) -> String {
+        format!(
+            "{}_{}",
+            self.inner.keys.default_set,
+            unique_backend_name(key)
+        )
+    }
+
+    pub(crate) async fn send_unique_now(
+        &self,
+        message: &Message,
+        priority: Priority,
+        unique: &Unique,
+    ) -> Result<Emitted, Error> {
+        message.check()?;
+        let set = self.inner.sets.get(priority)?;
+        let body = self.inner.serializer.serialize(message)?;
+        let due = match message.execute_at() {
+            Some(at) if at > unix_now() => at.to_string(),
+            _ => String::new(),
+        };
+        let priority_arg = if priority == DEFAULT_PRIORITY || due.is_empty() {
+            String::new()
+        } else {
+            priority.to_string()
+        };
+        let lock = self.unique_key(unique.key());
+        let keys = [
+            lock.as_str(),
+            set.as_str(),
+            &self.inner.keys.schedule,
+            &self.inner.keys.schedule_index,
+        ];
+        let window_ms = unique.window().as_millis().max(1).to_string();
+        let reply = self
+            .inner
+            .client
+            .eval(
+                Script::SendUnique,
+                &keys,
+                &[
+                    message.id().as_bytes(),
+                    window_ms.as_bytes(),
+                    &body,
+                    due.as_bytes(),
+                    priority_arg.as_bytes(),
+                ],
+            )
+            .await?;
+        if reply == Reply::Int(0) {
+            return Ok(Emitted::Duplicate);
+        }
+        self.wake_workers();
+        Ok(Emitted::Queued)
+    }
+
+    pub(crate) async fn release_unique_now(&self, key: &str, holder: &str) -> Result<(), Error> {
+        let lock = self.unique_key(key);
+        self.inner
+            .client
+            .eval(Script::ReleaseUnique, &[&lock], &[holder.as_bytes()])
+            .await?;
+        Ok(())
+    }
+}
