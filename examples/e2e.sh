@@ -142,6 +142,46 @@ for i in 0 1; do
 done
 pids=()
 
+step "two workers running the nightly export's entry every second"
+if [ "$example" = filesystem ] || [ "$example" = redis ]; then
+  for n in 3 4; do
+    HERMES_EXPORT_SCHEDULE='* * * * * *' \
+      "$bin-worker" >"$HERMES_DIR/worker-$n.out" 2>"$HERMES_DIR/worker-$n.err" &
+    pids+=($!)
+  done
+  sleep 6.5
+  for pid in "${pids[@]}"; do kill -TERM "$pid"; done
+  for pid in "${pids[@]}"; do wait "$pid" || fail "a scheduling worker exited with status $?"; done
+  pids=()
+  ticks=$(cat "$HERMES_DIR/worker-3.err" "$HERMES_DIR/worker-4.err" |
+    sed -n 's/.*Scheduler entry nightly-export emitted message #cron-nightly-export-\([0-9]*\).*/\1/p' | sort -n)
+  [ -n "$ticks" ] || fail "no scheduled export was emitted"
+  emitted=$(printf '%s\n' "$ticks" | wc -l)
+  distinct=$(printf '%s\n' "$ticks" | uniq | wc -l)
+  first=$(printf '%s\n' "$ticks" | head -1)
+  last=$(printf '%s\n' "$ticks" | tail -1)
+  [ "$emitted" = "$distinct" ] || fail "a tick was emitted twice: $(printf '%s ' $ticks)"
+  [ "$distinct" = $((last - first + 1)) ] || fail "ticks are missing between $first and $last: $(printf '%s ' $ticks)"
+  [ "$distinct" -ge 5 ] || fail "only $distinct ticks emitted in 6.5 s"
+  for n in 3 4; do echo "worker $n emitted ticks: $(sed -n 's/.*emitted message #cron-nightly-export-\([0-9]*\).*/\1/p' "$HERMES_DIR/worker-$n.err" | paste -sd' ')"; done
+  # The last tick may still wait: one more worker (on the nightly schedule) exports it.
+  "$bin-worker" >"$HERMES_DIR/worker-5.out" 2>"$HERMES_DIR/worker-5.err" &
+  pids+=($!)
+  for _ in $(seq 1 40); do
+    [ "$(grep -c ' nightly-export' "$log" || true)" -ge "$distinct" ] && break
+    sleep 0.25
+  done
+  sleep 0.5
+  kill -TERM "${pids[0]}"
+  wait "${pids[0]}" || fail "the last worker exited with status $?"
+  pids=()
+  exported=$(grep -c ' nightly-export' "$log" || true)
+  [ "$exported" = "$distinct" ] || fail "$distinct ticks but $exported nightly exports"
+  echo "$distinct ticks from $first to $last, each emitted once and exported once: ok"
+else
+  echo "skipped: $example has no unique jobs, so each worker's scheduler would emit every tick"
+fi
+
 step "hermes stats after"
 hermes_stats
 figure_is waiting 0 || fail "hermes stats shows messages left waiting"

@@ -115,6 +115,11 @@ pub(crate) enum Command {
         #[arg(long)]
         read_only: bool,
     },
+    /// Periodic jobs: the cron entries the running workers' schedulers announce.
+    Cron {
+        #[command(subcommand)]
+        command: CronCommand,
+    },
     /// The running workers: where, since when, how busy, and what they handle now.
     Workers {
         #[command(subcommand)]
@@ -140,6 +145,17 @@ pub(crate) struct ShutdownArgs {
     pub(crate) key: String,
 }
 
+/// What to do with the cron entries.
+#[derive(Debug, Subcommand)]
+pub(crate) enum CronCommand {
+    /// List them with their next and previous ticks, and how many workers run each.
+    Ls {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
 /// What to do with the workers.
 #[derive(Debug, Subcommand)]
 pub(crate) enum WorkersCommand {
@@ -158,6 +174,7 @@ impl Command {
             Command::Purge { .. } => "purge",
             Command::Shutdown(_) => "shutdown",
             Command::Workers { .. } => "workers",
+            Command::Cron { .. } => "cron",
             Command::Dashboard { .. } => "dashboard",
         }
     }

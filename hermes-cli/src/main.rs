@@ -15,6 +15,7 @@
 
 mod args;
 mod connect;
+mod cron;
 mod dashboard;
 mod dead;
 mod emit;
@@ -30,7 +31,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use hermes_core::Emitter;
 
-use crate::args::{Args, Command, WorkersCommand};
+use crate::args::{Args, Command, CronCommand, WorkersCommand};
 
 /// Why the command did not do what it was asked.
 pub(crate) struct Failure {
@@ -168,6 +169,9 @@ async fn run(args: &Args) -> Result<(), Failure> {
                 command: None,
                 json,
             } => workers::list(&*driver, *json).await,
+            Command::Cron {
+                command: CronCommand::Ls { json },
+            } => cron::list(&*driver, *json).await,
         }
     };
     tokio::time::timeout(args.timeout, done)

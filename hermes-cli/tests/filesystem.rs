@@ -277,3 +277,67 @@ async fn workers_stop_stops_a_running_worker() {
         "nothing handles it now"
     );
 }
+
+/// `cron ls` lists the entries a running worker's scheduler announces, with the next tick and
+/// the last one it emitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cron_ls_lists_a_running_workers_entries() {
+    use hermes_core::{CatchUp, CronEntry, CronSchedule, Emitter, Scheduler};
+
+    let queue = Queue::new("cron-ls");
+    let driver = queue.driver();
+    let scheduler = Scheduler::new(Emitter::new(driver.clone())).catch_up(CatchUp::None);
+    scheduler
+        .add(CronEntry::new(
+            "every-second",
+            CronSchedule::new("* * * * * *", "Europe/Bratislava").unwrap(),
+            "tick",
+        ))
+        .unwrap();
+    scheduler
+        .add(CronEntry::new(
+            "nightly-export",
+            CronSchedule::new("0 3 * * *", "UTC").unwrap(),
+            "report.export",
+        ))
+        .unwrap();
+    let mut options = hermes_core::DispatcherOptions::default();
+    options.announce_ttl = Some(Duration::from_secs(3));
+    let mut dispatcher = hermes_core::Dispatcher::new(driver.clone())
+        .options(options)
+        .with_scheduler(scheduler);
+    dispatcher.register_fn("tick", |_m| async { Ok(true) });
+    let token = dispatcher.cancellation_token();
+    let worker = tokio::spawn(async move { dispatcher.handle(&[]).await });
+    // Two announcements: the second knows a tick the scheduler emitted.
+    tokio::time::sleep(Duration::from_millis(2_300)).await;
+
+    let listed = common::json(&queue.hermes(&["cron", "ls", "--json"]));
+    let entries = listed.as_array().expect("a list");
+    assert_eq!(entries.len(), 2, "{listed}");
+    let every = &entries[0];
+    assert_eq!(every["name"], "every-second");
+    assert_eq!(every["schedule"], "* * * * * *");
+    assert_eq!(every["zone"], "Europe/Bratislava");
+    assert_eq!(every["type"], "tick");
+    assert_eq!(every["workers"], 1);
+    let now = hermes_core::time::unix_now();
+    let next = every["next"].as_f64().expect("a next tick");
+    let previous = every["previous"].as_f64().expect("a previous tick");
+    assert!(next > previous && next - now < 5.0, "{every}");
+    assert_eq!(entries[1]["name"], "nightly-export");
+    assert!(entries[1]["previous"].is_null(), "not run yet: {listed}");
+
+    let table = common::ok(&queue.hermes(&["cron", "ls"]));
+    assert!(
+        table.contains("every-second") && table.contains("0 3 * * *"),
+        "{table}"
+    );
+    token.cancel();
+    worker.await.unwrap().unwrap();
+    let after = common::ok(&queue.hermes(&["cron", "ls"]));
+    assert!(
+        after.contains("no running worker"),
+        "gone with its worker: {after}"
+    );
+}

@@ -119,6 +119,10 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A cron schedule, a time zone or a schedule entry that cannot be used.
+    #[error("invalid schedule: {0}")]
+    InvalidSchedule(String),
+
     /// A driver was asked for something it cannot do.
     #[error("{driver} driver does not support {what}")]
     Unsupported {

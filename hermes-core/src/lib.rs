@@ -51,6 +51,7 @@
 struct ReadmeExamples;
 
 mod context;
+mod cron;
 mod dispatcher;
 mod driver;
 mod driver_url;
@@ -75,6 +76,7 @@ mod unique;
 mod workers;
 
 pub use context::JobContext;
+pub use cron::{CatchUp, CronEntry, CronSchedule, CronStatus, Scheduler};
 pub use dispatcher::{Dispatcher, DispatcherOptions, HandlerOutcome, HandlerRun, Report};
 pub use driver::{
     Capabilities, DEFAULT_PRIORITY, Delivery, Driver, Priority, Receipt, validate_queue_name,
@@ -98,7 +100,7 @@ pub use shutdown::{SharedFileShutdown, Shutdown, SignalShutdown};
 pub use unique::{
     DEFAULT_UNIQUE_WINDOW, Emitted, MAX_UNIQUE_KEY_LEN, Release, Unique, unique_backend_name,
 };
-pub use workers::{RunningMessage, WorkerInfo};
+pub use workers::{RunningMessage, ScheduledEntry, WorkerInfo};
 
 /// Re-exported for drivers and custom handlers.
 pub use async_trait::async_trait;

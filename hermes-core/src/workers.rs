@@ -40,6 +40,10 @@ pub struct WorkerInfo {
     /// When this announcement was made, as Unix seconds.
     #[serde(default)]
     pub announced: f64,
+    /// The cron entries of the schedulers it runs
+    /// ([`Dispatcher::with_scheduler`](crate::Dispatcher::with_scheduler)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedules: Vec<ScheduledEntry>,
     /// Until when the announcement holds, as Unix seconds; past it the worker is gone.
     pub expires: f64,
 }
@@ -68,6 +72,42 @@ impl RunningMessage {
     }
 }
 
+/// A cron entry as a worker announces it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ScheduledEntry {
+    /// The entry's name.
+    pub name: String,
+    /// Its cron expression.
+    pub expression: String,
+    /// Its time zone.
+    pub zone: String,
+    /// The type of the messages it emits.
+    #[serde(rename = "type")]
+    pub message_type: String,
+    /// Their priority.
+    pub priority: Priority,
+    /// Its next tick, as Unix seconds.
+    pub next: Option<f64>,
+    /// The last tick this worker's scheduler emitted or found emitted, as Unix seconds.
+    pub previous: Option<f64>,
+}
+
+impl From<&crate::CronStatus> for ScheduledEntry {
+    fn from(status: &crate::CronStatus) -> Self {
+        let entry = &status.entry;
+        ScheduledEntry {
+            name: entry.name().to_owned(),
+            expression: entry.schedule().expression().to_owned(),
+            zone: entry.schedule().zone().to_owned(),
+            message_type: entry.message_type().to_owned(),
+            priority: entry.priority_of_messages(),
+            next: status.next,
+            previous: status.previous,
+        }
+    }
+}
+
 impl WorkerInfo {
     /// A worker of this process that started now, with `concurrency` and `priorities`,
     /// announced for `ttl`.
@@ -88,6 +128,7 @@ impl WorkerInfo {
             handled: 0,
             failed: 0,
             announced: now,
+            schedules: Vec::new(),
             expires: now + ttl.as_secs_f64(),
         }
     }

@@ -445,3 +445,8 @@ must_fail!(
     Fault::KeyNeverExpires,
     a_crashed_workers_unique_key_frees_after_its_window
 );
+must_fail!(
+    schedulers_with_keys_per_process_fail,
+    Fault::KeysPerProcess,
+    three_schedulers_emit_one_message_per_tick
+);

@@ -165,6 +165,31 @@ pub fn init_logging() {
         .init();
 }
 
+/// The worker's scheduler: the nightly export (`ExportReport` of the report `nightly-export`)
+/// on `HERMES_EXPORT_SCHEDULE` (default `0 3 * * *`, crontab's five fields, seconds first
+/// when six) in the time zone `HERMES_EXPORT_ZONE` (default `UTC`). Every worker runs it;
+/// each night's export is queued once however many run. A night missed while no worker ran
+/// is left to the next one.
+///
+/// # Errors
+/// [`hermes_core::Error::InvalidSchedule`] for a schedule or zone that cannot be read.
+pub fn nightly_export(
+    driver: std::sync::Arc<dyn hermes_core::Driver>,
+) -> Result<hermes_core::Scheduler, hermes_core::Error> {
+    use hermes_core::{CatchUp, CronEntry, CronSchedule, Scheduler};
+
+    let expression =
+        std::env::var("HERMES_EXPORT_SCHEDULE").unwrap_or_else(|_| "0 3 * * *".to_owned());
+    let zone = std::env::var("HERMES_EXPORT_ZONE").unwrap_or_else(|_| "UTC".to_owned());
+    let scheduler = Scheduler::new(Emitter::from_arc(driver)).catch_up(CatchUp::None);
+    scheduler.add(CronEntry::job(
+        "nightly-export",
+        CronSchedule::new(&expression, &zone)?,
+        &ExportReport::new("nightly-export"),
+    )?)?;
+    Ok(scheduler)
+}
+
 /// Serves the worker's metrics (those of [`hermes_core::telemetry`]) in Prometheus' text format
 /// at `http://<address>/metrics` when `HERMES_METRICS_LISTEN` names an address
 /// (`127.0.0.1:9185`, say); does nothing otherwise. Call it inside the Tokio runtime.

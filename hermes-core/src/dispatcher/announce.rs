@@ -67,6 +67,12 @@ pub(super) async fn keep_announced(ctx: &Context, mut info: WorkerInfo, ttl: Dur
         info.busy = info.running.len();
         info.handled = ctx.running.handled.load(Ordering::Relaxed);
         info.failed = ctx.running.failed.load(Ordering::Relaxed);
+        info.schedules = ctx
+            .schedulers
+            .iter()
+            .flat_map(crate::Scheduler::status)
+            .map(|status| crate::ScheduledEntry::from(&status))
+            .collect();
         if let Err(e) = ctx.driver.announce(&info, ttl).await {
             tracing::warn!("Announcing worker {} failed - {e}", info.id);
         }

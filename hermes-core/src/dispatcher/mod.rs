@@ -63,6 +63,7 @@ pub struct Dispatcher {
     shutdowns: Vec<Arc<dyn Shutdown>>,
     cancel: CancellationToken,
     options: DispatcherOptions,
+    schedulers: Vec<crate::Scheduler>,
 }
 
 impl Dispatcher {
@@ -80,7 +81,22 @@ impl Dispatcher {
             shutdowns: Vec::new(),
             cancel: CancellationToken::new(),
             options: DispatcherOptions::default(),
+            schedulers: Vec::new(),
         }
+    }
+
+    /// The driver it takes messages from.
+    pub fn driver(&self) -> &Arc<dyn Driver> {
+        &self.driver
+    }
+
+    /// Runs `scheduler` while [`handle`](Self::handle) runs, so that the worker also emits the
+    /// scheduler's periodic messages; any number of workers may run the same entries (see
+    /// [`Scheduler`](crate::Scheduler)). The scheduler stops when `handle` returns.
+    #[must_use]
+    pub fn with_scheduler(mut self, scheduler: crate::Scheduler) -> Self {
+        self.schedulers.push(scheduler);
+        self
     }
 
     /// Adds a shutdown signal; [`handle`](Self::handle) returns once any of them fires.
@@ -184,6 +200,7 @@ impl Dispatcher {
             failure: Mutex::new(None),
             metrics: crate::telemetry::WorkerMetrics::new(self.handlers.keys()),
             running: announce::Running::default(),
+            schedulers: self.schedulers.clone(),
         });
         let announced = self
             .options
@@ -198,6 +215,21 @@ impl Dispatcher {
                 }));
                 (id, beat)
             });
+        let scheduling = stop.child_token();
+        let _schedulers: Vec<_> = self
+            .schedulers
+            .iter()
+            .map(|scheduler| {
+                let scheduler = scheduler.clone();
+                let stop = scheduling.clone();
+                AbortOnDrop(tokio::spawn(async move {
+                    if let Err(e) = scheduler.run(stop).await {
+                        tracing::error!("The scheduler stopped - {e}");
+                    }
+                }))
+            })
+            .collect();
+        let _stop_scheduling = scheduling.clone().drop_guard();
         // Each worker receives and handles one message at a time, so a message never crosses
         // tasks between its receive and its acknowledgement.
         let tracker = TaskTracker::new();

@@ -36,6 +36,8 @@ pub(super) struct Context {
     pub(super) metrics: telemetry::WorkerMetrics,
     /// The messages being handled, for the worker's announcement.
     pub(super) running: super::announce::Running,
+    /// The schedulers it runs, whose entries the announcement lists.
+    pub(super) schedulers: Vec<crate::Scheduler>,
 }
 
 impl Context {

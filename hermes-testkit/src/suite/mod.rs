@@ -14,6 +14,7 @@
 //!
 //! [`conformance_suite!`]: crate::conformance_suite
 
+mod cron;
 mod harness;
 mod inspection;
 mod jobs;
@@ -180,6 +181,7 @@ macro_rules! conformance_suite {
             concurrent_unique_emits_queue_one_message,
             a_unique_key_is_free_once_its_message_is_done,
             a_crashed_workers_unique_key_frees_after_its_window,
+            three_schedulers_emit_one_message_per_tick,
         );
     };
     (@tests $harness:expr; $($scenario:ident),* $(,)?) => {
@@ -231,6 +233,7 @@ mod tests {
             include_str!("jobs.rs"),
             include_str!("inspection.rs"),
             include_str!("unique.rs"),
+            include_str!("cron.rs"),
         ]
         .iter()
         .flat_map(|source| defined(source))

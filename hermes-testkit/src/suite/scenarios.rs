@@ -13,6 +13,7 @@ use hermes_core::{
 use serde_json::json;
 use tokio::time::Instant;
 
+pub use super::cron::three_schedulers_emit_one_message_per_tick;
 pub use super::inspection::{
     failed_messages_become_dead_letters_and_replay, peek_leaves_messages_where_they_were,
     purge_empties_only_what_it_names, stats_count_every_state,

@@ -2,7 +2,7 @@
 //! Exits non-zero when the driver fails.
 
 use hermes_core::{Dispatcher, SharedFileShutdown, SignalShutdown};
-use hermes_example_common::{exit_status, init_logging, init_metrics};
+use hermes_example_common::{exit_status, init_logging, init_metrics, nightly_export};
 use hermes_example_filesystem::{Exporter, directory, driver, shutdown_file};
 
 #[tokio::main]
@@ -19,5 +19,7 @@ async fn run() -> Result<(), hermes_core::Error> {
         .with_shutdown(SharedFileShutdown::new(shutdown_file(&dir)))
         .with_shutdown(SignalShutdown::install()?);
     dispatcher.register_job_handler(Exporter::in_directory());
+    let scheduler = nightly_export(dispatcher.driver().clone())?;
+    let dispatcher = dispatcher.with_scheduler(scheduler);
     dispatcher.handle(&[]).await
 }

@@ -2,7 +2,7 @@
 //! non-zero when the driver fails for good; waits through Redis restarts.
 
 use hermes_core::{Dispatcher, SignalShutdown};
-use hermes_example_common::{exit_status, init_logging, init_metrics};
+use hermes_example_common::{exit_status, init_logging, init_metrics, nightly_export};
 use hermes_example_redis::{Exporter, driver, shutdown};
 
 #[tokio::main]
@@ -19,5 +19,7 @@ async fn run() -> Result<(), hermes_core::Error> {
         .with_shutdown(shutdown(&driver))
         .with_shutdown(SignalShutdown::install()?);
     dispatcher.register_job_handler(Exporter::in_directory());
+    let scheduler = nightly_export(dispatcher.driver().clone())?;
+    let dispatcher = dispatcher.with_scheduler(scheduler);
     dispatcher.handle(&[]).await
 }

@@ -2,7 +2,7 @@
 //! when the driver fails for good.
 
 use hermes_core::{Dispatcher, SignalShutdown};
-use hermes_example_common::{exit_status, init_logging, init_metrics};
+use hermes_example_common::{exit_status, init_logging, init_metrics, nightly_export};
 use hermes_example_sqs::{Exporter, driver, shutdown};
 
 #[tokio::main]
@@ -17,5 +17,7 @@ async fn run() -> Result<(), hermes_core::Error> {
         .with_shutdown(shutdown())
         .with_shutdown(SignalShutdown::install()?);
     dispatcher.register_job_handler(Exporter::in_directory());
+    let scheduler = nightly_export(dispatcher.driver().clone())?;
+    let dispatcher = dispatcher.with_scheduler(scheduler);
     dispatcher.handle(&[]).await
 }
