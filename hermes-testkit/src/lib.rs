@@ -46,6 +46,7 @@ mod logs;
 mod memory;
 mod memory_harness;
 mod recorder;
+pub mod scheduler_processes;
 mod serializer_check;
 mod silent;
 pub mod suite;

@@ -167,9 +167,9 @@ pub fn init_logging() {
 
 /// The worker's scheduler: the nightly export (`ExportReport` of the report `nightly-export`)
 /// on `HERMES_EXPORT_SCHEDULE` (default `0 3 * * *`, crontab's five fields, seconds first
-/// when six) in the time zone `HERMES_EXPORT_ZONE` (default `UTC`). Every worker runs it;
-/// each night's export is queued once however many run. A night missed while no worker ran
-/// is left to the next one.
+/// when six) in the time zone `HERMES_EXPORT_ZONE` (default `UTC`). Every worker runs it; on
+/// a driver with unique jobs each night's export is queued once however many run. A night
+/// missed while no worker ran is left to the next one.
 ///
 /// # Errors
 /// [`hermes_core::Error::InvalidSchedule`] for a schedule or zone that cannot be read.

@@ -11,7 +11,7 @@ use super::scenarios::{ack, open};
 use super::{Harness, Outcome};
 
 /// How many ticks the scenario watches.
-const TICKS: usize = 10;
+pub(crate) const TICKS: usize = 10;
 
 /// Three schedulers, each on its own instance (as three processes), run one entry with a
 /// 1-second cron for ten ticks: exactly ten messages are queued, one per tick, with the ids
@@ -21,14 +21,8 @@ pub async fn three_schedulers_emit_one_message_per_tick<H: Harness>(h: &H, queue
     if !consumer.capabilities().unique {
         return Outcome::lacks("unique");
     }
-    let entry = CronEntry::new(
-        "every-second",
-        CronSchedule::new("* * * * * *", "Europe/Bratislava").expect("a schedule"),
-        "tick",
-    );
-    // Start half way between two ticks, so that exactly TICKS ticks fall in the run.
-    let start = unix_now().ceil() + 0.5;
-    tokio::time::sleep(Duration::from_secs_f64((start - unix_now()).max(0.0))).await;
+    let entry = every_second();
+    let start = half_way_to_a_tick().await;
     let stop = CancellationToken::new();
     let mut running = Vec::new();
     for _ in 0..3 {
@@ -37,8 +31,7 @@ pub async fn three_schedulers_emit_one_message_per_tick<H: Harness>(h: &H, queue
         let stop = stop.clone();
         running.push(tokio::spawn(async move { scheduler.run(stop).await }));
     }
-    let end = start + TICKS as f64;
-    tokio::time::sleep(Duration::from_secs_f64((end - unix_now()).max(0.0))).await;
+    sleep_until(start + TICKS as f64).await;
     stop.cancel();
     for scheduler in running {
         scheduler
@@ -47,6 +40,35 @@ pub async fn three_schedulers_emit_one_message_per_tick<H: Harness>(h: &H, queue
             .expect("a scheduler run");
     }
 
+    one_message_per_tick(&consumer, start).await;
+    Outcome::Passed
+}
+
+/// The entry the scenarios run: `every-second`, a message of type `tick` each second.
+pub(crate) fn every_second() -> CronEntry {
+    CronEntry::new(
+        "every-second",
+        CronSchedule::new("* * * * * *", "Europe/Bratislava").expect("a schedule"),
+        "tick",
+    )
+}
+
+/// Waits until half way between two ticks, and returns that time: a run of [`TICKS`]
+/// seconds from then sees exactly [`TICKS`] ticks.
+pub(crate) async fn half_way_to_a_tick() -> f64 {
+    let start = unix_now().ceil() + 0.5;
+    sleep_until(start).await;
+    start
+}
+
+/// Sleeps until `at` (Unix seconds).
+pub(crate) async fn sleep_until(at: f64) {
+    tokio::time::sleep(Duration::from_secs_f64((at - unix_now()).max(0.0))).await;
+}
+
+/// Takes every message off the queue of `consumer` and checks that they are the ticks of
+/// [`every_second`] after `start`, each once.
+pub(crate) async fn one_message_per_tick(consumer: &impl Driver, start: f64) {
     let mut ids: BTreeMap<String, usize> = BTreeMap::new();
     while let Some(delivery) = consumer
         .receive(&[], Duration::from_millis(500))
@@ -54,7 +76,7 @@ pub async fn three_schedulers_emit_one_message_per_tick<H: Harness>(h: &H, queue
         .expect("receiving")
     {
         *ids.entry(delivery.message().id().to_owned()).or_default() += 1;
-        ack(&consumer, &delivery).await;
+        ack(consumer, &delivery).await;
     }
     let expected: Vec<String> = (1..=TICKS)
         .map(|i| format!("cron-every-second-{}", (start.floor() as i64) + i as i64))
@@ -68,5 +90,4 @@ pub async fn three_schedulers_emit_one_message_per_tick<H: Harness>(h: &H, queue
         ids.values().all(|n| *n == 1),
         "no tick emitted twice: {ids:?}"
     );
-    Outcome::Passed
 }

@@ -14,7 +14,7 @@
 //!
 //! [`conformance_suite!`]: crate::conformance_suite
 
-mod cron;
+pub(crate) mod cron;
 mod harness;
 mod inspection;
 mod jobs;

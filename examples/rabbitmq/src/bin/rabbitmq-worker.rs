@@ -1,5 +1,7 @@
 //! `rabbitmq-worker`: runs report exports until `rabbitmq-shutdown`, SIGTERM or Ctrl-C. Exits
 //! non-zero when the driver fails for good; waits through broker restarts.
+//! Also emits the nightly export (see `nightly_export`) and, with `HERMES_METRICS_LISTEN`,
+//! serves its metrics.
 
 use hermes_core::{Dispatcher, SignalShutdown};
 use hermes_example_common::{exit_status, init_logging, init_metrics, nightly_export};
