@@ -15,6 +15,19 @@ fn every_second(name: &str, message_type: &str) -> CronEntry {
     )
 }
 
+/// Runs `scheduler` for `time`, then stops it.
+async fn run_for(scheduler: &Scheduler, time: Duration) {
+    let stop = hermes_core::CancellationToken::new();
+    let run = tokio::spawn({
+        let scheduler = scheduler.clone();
+        let stop = stop.clone();
+        async move { scheduler.run(stop).await }
+    });
+    tokio::time::sleep(time).await;
+    stop.cancel();
+    run.await.unwrap().unwrap();
+}
+
 /// The types of the messages on `driver`'s queue, in order.
 fn queued_types(driver: &MemoryDriver) -> Vec<String> {
     driver
@@ -80,15 +93,7 @@ async fn the_last_missed_tick_is_caught_up_once_and_only_it() {
         // Two schedulers start one after the other: the tick is emitted once.
         let scheduler = Scheduler::new(Emitter::new(driver.clone()));
         scheduler.add(hourly.clone()).unwrap();
-        let stop = hermes_core::CancellationToken::new();
-        let run = tokio::spawn({
-            let scheduler = scheduler.clone();
-            let stop = stop.clone();
-            async move { scheduler.run(stop).await }
-        });
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        stop.cancel();
-        run.await.unwrap().unwrap();
+        run_for(&scheduler, Duration::from_millis(300)).await;
         assert_eq!(scheduler.status()[0].previous, Some(last_tick));
     }
     let queued = driver.queued_messages();
@@ -102,15 +107,7 @@ async fn the_last_missed_tick_is_caught_up_once_and_only_it() {
     let none = MemoryDriver::new();
     let scheduler = Scheduler::new(Emitter::new(none.clone())).catch_up(CatchUp::None);
     scheduler.add(hourly).unwrap();
-    let stop = hermes_core::CancellationToken::new();
-    let run = tokio::spawn({
-        let scheduler = scheduler.clone();
-        let stop = stop.clone();
-        async move { scheduler.run(stop).await }
-    });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    stop.cancel();
-    run.await.unwrap().unwrap();
+    run_for(&scheduler, Duration::from_millis(300)).await;
     assert!(none.is_empty());
 }
 
@@ -121,15 +118,7 @@ async fn all_ticks_within_the_window_are_caught_up() {
         .catch_up(CatchUp::AllWithin(Duration::from_millis(3_500)));
     let now = unix_now();
     scheduler.add(every_second("s", "tick")).unwrap();
-    let stop = hermes_core::CancellationToken::new();
-    let run = tokio::spawn({
-        let scheduler = scheduler.clone();
-        let stop = stop.clone();
-        async move { scheduler.run(stop).await }
-    });
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    stop.cancel();
-    run.await.unwrap().unwrap();
+    run_for(&scheduler, Duration::from_millis(200)).await;
     let ids: Vec<String> = driver
         .queued_messages()
         .into_iter()
