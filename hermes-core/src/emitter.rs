@@ -128,14 +128,14 @@ impl Emitter {
     ) -> Result<Emitted, Error> {
         unique.check()?;
         let span = self.span_of(message, priority);
-        let holding = match unique.release() {
-            Release::WhenDone => Some(
-                message
-                    .clone()
-                    .with_unique_key(Some(unique.key().to_owned())),
-            ),
+        // Released when done: the message names its key. Otherwise it names none (a message
+        // received and emitted again must not give up the key it held).
+        let key = match unique.release() {
+            Release::WhenDone => Some(unique.key().to_owned()),
             _ => None,
         };
+        let holding =
+            (message.unique_key() != key.as_deref()).then(|| message.clone().with_unique_key(key));
         let message = holding.as_ref().unwrap_or(message);
         async {
             let emitted = self.driver.send_unique(message, priority, unique).await?;

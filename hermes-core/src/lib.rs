@@ -98,7 +98,8 @@ pub use retry::RetryPolicy;
 pub use serializer::{JsonSerializer, Serializer};
 pub use shutdown::{SharedFileShutdown, Shutdown, SignalShutdown};
 pub use unique::{
-    DEFAULT_UNIQUE_WINDOW, Emitted, MAX_UNIQUE_KEY_LEN, Release, Unique, unique_backend_name,
+    DEFAULT_UNIQUE_WINDOW, Emitted, MAX_UNIQUE_KEY_LEN, MAX_UNIQUE_WINDOW, Release, Unique,
+    unique_backend_name,
 };
 pub use workers::{RunningMessage, ScheduledEntry, WorkerInfo};
 

@@ -9,6 +9,9 @@ use crate::{Error, Message};
 /// How long a uniqueness key is held when nothing else says: one hour.
 pub const DEFAULT_UNIQUE_WINDOW: Duration = Duration::from_secs(3600);
 
+/// The longest a uniqueness key is held: ten years.
+pub const MAX_UNIQUE_WINDOW: Duration = Duration::from_secs(10 * 366 * 24 * 3600);
+
 /// The longest uniqueness key, in bytes.
 pub const MAX_UNIQUE_KEY_LEN: usize = 512;
 
@@ -129,7 +132,7 @@ impl Unique {
     ///
     /// # Errors
     /// [`Error::InvalidMessage`] for an empty key, a key over [`MAX_UNIQUE_KEY_LEN`] bytes, or
-    /// a window under a millisecond.
+    /// a window under a millisecond or over [`MAX_UNIQUE_WINDOW`].
     pub fn check(&self) -> Result<(), Error> {
         if self.key.is_empty() {
             return Err(Error::InvalidMessage("the uniqueness key is empty".into()));
@@ -143,6 +146,11 @@ impl Unique {
         if self.window < Duration::from_millis(1) {
             return Err(Error::InvalidMessage(
                 "the uniqueness window is shorter than a millisecond".into(),
+            ));
+        }
+        if self.window > MAX_UNIQUE_WINDOW {
+            return Err(Error::InvalidMessage(
+                "the uniqueness window is longer than ten years".into(),
             ));
         }
         Ok(())
@@ -195,6 +203,7 @@ mod tests {
                 .is_err()
         );
         assert!(Unique::by("k").hold_for(Duration::ZERO).check().is_err());
+        assert!(Unique::by("k").hold_for(Duration::MAX).check().is_err());
         assert!(Unique::by("k".repeat(MAX_UNIQUE_KEY_LEN)).check().is_ok());
     }
 

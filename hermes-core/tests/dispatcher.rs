@@ -111,6 +111,9 @@ async fn a_panicking_handler_is_logged_like_an_error_and_later_handlers_still_ru
 
 #[tokio::test]
 async fn every_outcome_is_acknowledged() {
+    // A subscriber of its own: a log line first met on a thread without one could stay
+    // switched off for the tests that read the lines.
+    let (_logs, _guard) = LogCapture::install();
     let driver = Arc::new(MemoryDriver::new());
     let outcomes: [(&str, Arc<dyn Handler>); 3] = [
         (
@@ -178,6 +181,9 @@ async fn a_failed_delivery_sends_one_copy_at_its_priority_until_the_last_retry()
 
 #[tokio::test]
 async fn max_items_and_the_priority_filter() {
+    // A subscriber of its own: a log line first met on a thread without one could stay
+    // switched off for the tests that read the lines.
+    let (_logs, _guard) = LogCapture::install();
     let driver = Arc::new(MemoryDriver::new());
     driver.setup_priority_queue("high", 200).unwrap();
     for i in 0..3 {
@@ -246,6 +252,9 @@ async fn shutdown_is_checked_after_each_message() {
 
 #[tokio::test]
 async fn shutdown_is_checked_while_idle_and_an_old_signal_is_ignored() {
+    // A subscriber of its own: a log line first met on a thread without one could stay
+    // switched off for the tests that read the lines.
+    let (_logs, _guard) = LogCapture::install();
     let dir = tempdir();
     let shutdown = SharedFileShutdown::new(dir.join("shutdown"));
     // Touched before the worker started: must not stop it.
@@ -357,6 +366,9 @@ fn sleeper(gauge: Arc<(AtomicUsize, AtomicUsize)>, sleep: Duration) -> Arc<dyn H
 
 #[tokio::test]
 async fn concurrency_runs_that_many_handlers_at_once() {
+    // A subscriber of its own: a log line first met on a thread without one could stay
+    // switched off for the tests that read the lines.
+    let (_logs, _guard) = LogCapture::install();
     for concurrency in [1usize, 8] {
         let driver = Arc::new(MemoryDriver::new());
         for i in 0..16 {
@@ -378,6 +390,9 @@ async fn concurrency_runs_that_many_handlers_at_once() {
 
 #[tokio::test]
 async fn graceful_shutdown_waits_for_the_grace_period_then_gives_unfinished_back() {
+    // A subscriber of its own: a log line first met on a thread without one could stay
+    // switched off for the tests that read the lines.
+    let (_logs, _guard) = LogCapture::install();
     let driver = Arc::new(MemoryDriver::new());
     queue(&driver, "quick", "quick", DEFAULT_PRIORITY).await;
     queue(&driver, "slow", "slow", DEFAULT_PRIORITY).await;
@@ -490,6 +505,9 @@ async fn the_emitter_logs_the_payload_only_when_told() {
 
 #[tokio::test]
 async fn unregistering_removes_one_instance_or_all() {
+    // A subscriber of its own: a log line first met on a thread without one could stay
+    // switched off for the tests that read the lines.
+    let (_logs, _guard) = LogCapture::install();
     let driver = Arc::new(MemoryDriver::new());
     let calls = Arc::default();
     let a = recorder(&calls, "a");

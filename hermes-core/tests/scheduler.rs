@@ -82,17 +82,17 @@ async fn entries_change_while_it_runs() {
 #[tokio::test]
 async fn the_last_missed_tick_is_caught_up_once_and_only_it() {
     let driver = MemoryDriver::new();
-    // An hourly entry: its last tick passed up to an hour ago.
-    let hourly = CronEntry::new(
-        "hourly",
-        CronSchedule::new("0 * * * *", "UTC").unwrap(),
+    // A yearly entry: its last tick passed months ago, and the next one is far.
+    let yearly = CronEntry::new(
+        "yearly",
+        CronSchedule::new("0 0 1 1 *", "UTC").unwrap(),
         "report",
     );
-    let last_tick = hourly.schedule().last_at_or_before(unix_now()).unwrap();
+    let last_tick = yearly.schedule().last_at_or_before(unix_now()).unwrap();
     for _ in 0..2 {
         // Two schedulers start one after the other: the tick is emitted once.
         let scheduler = Scheduler::new(Emitter::new(driver.clone()));
-        scheduler.add(hourly.clone()).unwrap();
+        scheduler.add(yearly.clone()).unwrap();
         run_for(&scheduler, Duration::from_millis(300)).await;
         assert_eq!(scheduler.status()[0].previous, Some(last_tick));
     }
@@ -100,13 +100,13 @@ async fn the_last_missed_tick_is_caught_up_once_and_only_it() {
     assert_eq!(queued.len(), 1, "the last tick once");
     assert_eq!(
         queued[0].1.id(),
-        format!("cron-hourly-{}", last_tick as i64)
+        format!("cron-yearly-{}", last_tick as i64)
     );
 
     // Under CatchUp::None nothing of the past is emitted.
     let none = MemoryDriver::new();
     let scheduler = Scheduler::new(Emitter::new(none.clone())).catch_up(CatchUp::None);
-    scheduler.add(hourly).unwrap();
+    scheduler.add(yearly).unwrap();
     run_for(&scheduler, Duration::from_millis(300)).await;
     assert!(none.is_empty());
 }

@@ -40,6 +40,9 @@ async fn drain(driver: &impl Driver) -> Vec<String> {
 
 #[tokio::test]
 async fn the_default_sends_each_in_order() {
+    // A subscriber of its own: a log line first met on a thread without one could stay
+    // switched off for the tests that read the lines.
+    let (_logs, _guard) = LogCapture::install();
     let memory = MemoryDriver::new();
     let sent = batch("d", 5);
     memory.send_batch(&sent, DEFAULT_PRIORITY).await.unwrap();
@@ -50,6 +53,9 @@ async fn the_default_sends_each_in_order() {
 
 #[tokio::test]
 async fn the_default_stops_at_the_first_error() {
+    // A subscriber of its own: a log line first met on a thread without one could stay
+    // switched off for the tests that read the lines.
+    let (_logs, _guard) = LogCapture::install();
     let memory = MemoryDriver::new();
     let sent = batch("e", 3);
     let err = memory.send_batch(&sent, 5).await.unwrap_err();

@@ -1,12 +1,14 @@
 //! Unique jobs: a held key is the file `.unique/<name>.lock` beside the queue folders (no queue
 //! name starts with `.`, and PHP Hermes never reads the folder), holding the id of the message
-//! that holds it and when it expires. It is made whole under a temporary name and linked into
-//! place, which fails when the file is there: of concurrent emits, from any process on the
-//! machine, one takes the key.
+//! that holds it and when it expires. Keys are per directory, shared by its queues. Every
+//! look at a key and every change to it happens under an exclusive lock of
+//! `.unique/.guard` (`flock`), so of concurrent emits, from any process on the machine, one
+//! takes the key; expired key files are swept now and then under the same lock.
 
-use std::fs;
+use std::fs::{self, File};
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use hermes_core::time::unix_now;
 use hermes_core::{Emitted, Error, Message, Priority, Unique, unique_backend_name};
@@ -16,6 +18,12 @@ use crate::error::io_error;
 
 /// The folder of the held keys, beside the queues.
 pub(crate) const UNIQUE_FOLDER: &str = ".unique";
+
+/// How often, at most, a process sweeps expired key files: every minute.
+const SWEEP_EVERY: f64 = 60.0;
+
+/// When this process last swept, as Unix seconds.
+static LAST_SWEEP: AtomicU64 = AtomicU64::new(0);
 
 /// A held key's file: who holds it, until when.
 #[derive(Debug, PartialEq)]
@@ -29,15 +37,23 @@ impl Held {
         format!("{}\n{}\n", self.holder, self.until).into_bytes()
     }
 
-    /// `None` for a file that is not a held key's (damaged): it counts as expired.
+    /// The key file at `path`; `None` when there is none, or it is damaged (it then counts
+    /// as expired).
     fn read(path: &Path) -> Result<Option<Held>, std::io::Error> {
-        let text = fs::read_to_string(path)?;
+        let text = match fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
         let mut lines = text.lines();
         let holder = lines.next().unwrap_or_default().to_owned();
         let until = lines.next().and_then(|l| l.parse::<f64>().ok());
         Ok(until.map(|until| Held { holder, until }))
     }
 }
+
+/// The exclusive lock of the keys' folder, released when dropped (the file closes).
+struct Guard(#[allow(dead_code)] File);
 
 impl FileSystemDriver {
     fn unique_folder(&self) -> PathBuf {
@@ -75,69 +91,76 @@ impl FileSystemDriver {
         Ok(Emitted::Queued)
     }
 
-    /// Whether `held` took `key`: the key's file was absent or expired.
-    fn take_key(&self, key: &str, held: &Held) -> Result<bool, Error> {
+    /// Locks the keys' folder against every other process and task.
+    fn guard(&self) -> Result<Guard, Error> {
         let folder = self.unique_folder();
         fs::create_dir_all(&folder).map_err(|e| io_error("create", &folder, e))?;
-        let path = self.lock_path(key);
-        let tmp = folder.join(format!(".{}.tmp", uuid_like()));
-        fs::write(&tmp, held.to_bytes()).map_err(|e| io_error("write", &tmp, e))?;
-        let taken = self.link_or_take_over(&tmp, &path);
-        let _ = fs::remove_file(&tmp);
-        taken
+        let path = folder.join(".guard");
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| io_error("open", &path, e))?;
+        file.lock().map_err(|e| io_error("lock", &path, e))?;
+        Ok(Guard(file))
     }
 
-    /// Links `tmp` as `path`; when `path` is there and expired, moves it away first (one
-    /// process wins the move) and tries once more.
-    fn link_or_take_over(&self, tmp: &Path, path: &Path) -> Result<bool, Error> {
-        for _ in 0..2 {
-            match fs::hard_link(tmp, path) {
-                Ok(()) => return Ok(true),
-                Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(io_error("write", path, e)),
-            }
-            let current = match Held::read(path) {
-                Ok(current) => current,
-                // Given up meanwhile: try again.
-                Err(e) if e.kind() == ErrorKind::NotFound => continue,
-                Err(e) => return Err(io_error("read", path, e)),
-            };
-            if current.as_ref().is_some_and(|c| c.until > unix_now()) {
-                return Ok(false);
-            }
-            let expired = path.with_extension(format!("expired-{}", uuid_like()));
-            match fs::rename(path, &expired) {
-                Ok(()) => {
-                    // Another process may have taken the key over between the read and the
-                    // move: then what was moved is its live key, which goes back.
-                    let moved = Held::read(&expired).ok().flatten();
-                    if moved.is_some() && moved != current {
-                        let restored = fs::hard_link(&expired, path).is_ok();
-                        let _ = fs::remove_file(&expired);
-                        if restored {
-                            return Ok(false);
-                        }
-                        continue;
-                    }
-                    let _ = fs::remove_file(&expired);
-                }
-                Err(e) if e.kind() == ErrorKind::NotFound => {}
-                Err(e) => return Err(io_error("move away the expired key", path, e)),
-            }
+    /// Whether `held` took `key`: the key's file was absent or expired.
+    fn take_key(&self, key: &str, held: &Held) -> Result<bool, Error> {
+        let _guard = self.guard()?;
+        let path = self.lock_path(key);
+        let now = unix_now();
+        if Held::read(&path)
+            .map_err(|e| io_error("read", &path, e))?
+            .is_some_and(|current| current.until > now)
+        {
+            return Ok(false);
         }
-        Ok(false)
+        let tmp = self.unique_folder().join(format!(".{}.tmp", uuid_like()));
+        fs::write(&tmp, held.to_bytes()).map_err(|e| io_error("write", &tmp, e))?;
+        if let Err(e) = fs::rename(&tmp, &path) {
+            let _ = fs::remove_file(&tmp);
+            return Err(io_error("write", &path, e));
+        }
+        self.sweep_now_and_then(now);
+        Ok(true)
     }
 
     /// Removes `key`'s file when `holder` holds it.
     pub(crate) fn give_up_key(&self, key: &str, holder: &str) -> Result<(), Error> {
+        let _guard = self.guard()?;
         let path = self.lock_path(key);
         match Held::read(&path) {
             Ok(Some(held)) if held.holder == holder => match fs::remove_file(&path) {
                 Err(e) if e.kind() != ErrorKind::NotFound => Err(io_error("remove", &path, e)),
                 _ => Ok(()),
             },
-            Err(e) if e.kind() != ErrorKind::NotFound => Err(io_error("read", &path, e)),
+            Err(e) => Err(io_error("read", &path, e)),
             _ => Ok(()),
+        }
+    }
+
+    /// Removes the expired key files, at most once a minute per process; the caller holds the
+    /// guard. A failure is left for the next sweep.
+    fn sweep_now_and_then(&self, now: f64) {
+        let last = LAST_SWEEP.load(Ordering::Relaxed) as f64;
+        if now - last < SWEEP_EVERY {
+            return;
+        }
+        LAST_SWEEP.store(now as u64, Ordering::Relaxed);
+        let Ok(entries) = fs::read_dir(self.unique_folder()) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "lock")
+                && Held::read(&path)
+                    .ok()
+                    .is_some_and(|held| held.is_none_or(|h| h.until <= now))
+            {
+                let _ = fs::remove_file(&path);
+            }
         }
     }
 }

@@ -1,6 +1,7 @@
 //! A multiplexed connection of the `redis` crate that opens a new one after the old one broke.
 
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, Client, Cmd, Pipeline, RedisError, RedisFuture, Value};
@@ -8,8 +9,9 @@ use redis::{AsyncConnectionConfig, Client, Cmd, Pipeline, RedisError, RedisFutur
 /// A `redis::aio::MultiplexedConnection` that is replaced when it breaks.
 ///
 /// A call made while the connection is broken opens a new one; a call that finds the connection
-/// lost (the server went away or answered garbage) fails, and the next call reconnects. A call
-/// is never sent twice. Clones share one connection, so their calls are pipelined on it.
+/// lost (the server went away, answered garbage, or became a replica) fails, and the next call
+/// reconnects, as it does after a call abandoned after waiting 4 s for its answer (a peer gone
+/// without a reset). A call is never sent twice. Clones share one connection, so their calls are pipelined on it.
 ///
 /// A command costs what it costs on the plain multiplexed connection, plus one short lock to
 /// clone the current connection.
@@ -95,11 +97,24 @@ impl ReconnectingConnection {
         Ok((connection, current.generation))
     }
 
-    /// Drops connection `generation` when `error` says it cannot be used again.
-    fn judge(&self, generation: u64, error: &RedisError) {
-        if !error.is_unrecoverable_error() {
-            return;
+    fn waiting(&self, generation: u64) -> HungIfDropped<'_> {
+        HungIfDropped {
+            connection: self,
+            generation,
+            since: Instant::now(),
+            answered: false,
         }
+    }
+
+    /// Drops connection `generation` when `error` says it cannot be used again: it was lost,
+    /// or the server is a replica now (`READONLY`, after a failover behind the same address).
+    fn judge(&self, generation: u64, error: &RedisError) {
+        if error.is_unrecoverable_error() || error.code() == Some("READONLY") {
+            self.drop_connection(generation);
+        }
+    }
+
+    fn drop_connection(&self, generation: u64) {
         let mut current = self
             .shared
             .current
@@ -111,11 +126,35 @@ impl ReconnectingConnection {
     }
 }
 
+/// How long a call may wait for its answer before, abandoned by its caller (the driver's
+/// bound), it counts as a sign of a dead connection: one that lost its peer without a reset
+/// never fails by itself.
+const HUNG_AFTER: Duration = Duration::from_secs(4);
+
+/// Armed while a call waits for its answer: dropped before the answer after [`HUNG_AFTER`],
+/// it drops the connection, so the next call opens a new one.
+struct HungIfDropped<'a> {
+    connection: &'a ReconnectingConnection,
+    generation: u64,
+    since: Instant,
+    answered: bool,
+}
+
+impl Drop for HungIfDropped<'_> {
+    fn drop(&mut self) {
+        if !self.answered && self.since.elapsed() >= HUNG_AFTER {
+            self.connection.drop_connection(self.generation);
+        }
+    }
+}
+
 impl ConnectionLike for ReconnectingConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
             let (mut connection, generation) = self.connection().await?;
+            let mut waiting = self.waiting(generation);
             let result = connection.send_packed_command(cmd).await;
+            waiting.answered = true;
             if let Err(e) = &result {
                 self.judge(generation, e);
             }
@@ -131,9 +170,11 @@ impl ConnectionLike for ReconnectingConnection {
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
             let (mut connection, generation) = self.connection().await?;
+            let mut waiting = self.waiting(generation);
             let result = connection
                 .send_packed_commands(pipeline, offset, count)
                 .await;
+            waiting.answered = true;
             if let Err(e) = &result {
                 self.judge(generation, e);
             }

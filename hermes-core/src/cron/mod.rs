@@ -126,29 +126,21 @@ impl Scheduler {
     /// [`Error::InvalidSchedule`] for an invalid name.
     pub fn add(&self, entry: CronEntry) -> Result<(), Error> {
         entry.check()?;
-        let now = unix_now();
-        let done_until = match *lock(&self.inner.catch_up) {
-            CatchUp::None => now,
-            CatchUp::Last => entry
-                .schedule()
-                .last_at_or_before(now)
-                .map_or(now, |last| last - 1.0),
-            CatchUp::AllWithin(within) => now - within.as_secs_f64(),
-        };
+        let done_until = self.catch_up_start(&entry, unix_now());
         let slot = Slot {
             entry,
             done_until,
             previous: None,
         };
         lock(&self.inner.entries).insert(slot.entry.name().to_owned(), slot);
-        self.inner.changed.notify_one();
+        self.inner.changed.notify_waiters();
         Ok(())
     }
 
     /// Removes the entry called `name`; whether there was one.
     pub fn remove(&self, name: &str) -> bool {
         let removed = lock(&self.inner.entries).remove(name).is_some();
-        self.inner.changed.notify_one();
+        self.inner.changed.notify_waiters();
         removed
     }
 
@@ -184,22 +176,25 @@ impl Scheduler {
             let now = unix_now();
             let (due, next) = self.due_at(now);
             for (entry, tick) in &due {
+                let fired = tokio::select! {
+                    () = stop.cancelled() => return Ok(()),
+                    fired = self.fire(entry, *tick, &mut warned) => fired,
+                };
+                if fired {
+                    self.done(entry, *tick);
+                    continue;
+                }
                 tokio::select! {
                     () = stop.cancelled() => return Ok(()),
-                    fired = self.fire(entry, *tick, &mut warned) => {
-                        if fired {
-                            self.done(entry, *tick);
-                        } else {
-                            tokio::time::sleep(RETRY_AFTER).await;
-                        }
-                    }
+                    () = tokio::time::sleep(RETRY_AFTER) => {}
                 }
             }
             if !due.is_empty() {
                 continue;
             }
             let sleep = next.map_or(LONGEST_SLEEP, |at| {
-                Duration::from_secs_f64((at - unix_now()).max(0.0)).min(LONGEST_SLEEP)
+                Duration::try_from_secs_f64((at - unix_now()).max(0.0))
+                    .map_or(LONGEST_SLEEP, |wait| wait.min(LONGEST_SLEEP))
             });
             tokio::select! {
                 () = stop.cancelled() => return Ok(()),
@@ -210,15 +205,51 @@ impl Scheduler {
         Ok(())
     }
 
+    /// Where an entry's ticks start at `now` under the catch-up rule: ticks after the time
+    /// returned are due.
+    fn catch_up_start(&self, entry: &CronEntry, now: f64) -> f64 {
+        match *lock(&self.inner.catch_up) {
+            CatchUp::None => now,
+            CatchUp::Last => entry
+                .schedule()
+                .last_at_or_before(now)
+                .map_or(now, |last| last - 1.0),
+            CatchUp::AllWithin(within) => now - within.as_secs_f64(),
+        }
+    }
+
     /// The ticks due at `now`, each entry's first one not done, and the earliest tick to come.
+    ///
+    /// A scheduler that fell behind (a suspended machine, a clock that jumped forwards, a long
+    /// outage) starts the entry again from the catch-up rule instead of emitting every tick it
+    /// missed, whose keys may have expired; one whose clock went back starts from now.
     fn due_at(&self, now: f64) -> (Vec<(CronEntry, f64)>, Option<f64>) {
         let mut due = Vec::new();
         let mut next: Option<f64> = None;
-        for slot in lock(&self.inner.entries).values() {
-            match slot.entry.schedule().next_after(slot.done_until) {
-                Some(tick) if tick <= now => due.push((slot.entry.clone(), tick)),
-                Some(tick) => next = Some(next.map_or(tick, |n| n.min(tick))),
-                None => {}
+        for slot in lock(&self.inner.entries).values_mut() {
+            let Some(mut tick) = slot.entry.schedule().next_after(slot.done_until) else {
+                continue;
+            };
+            // Past its key's window, a tick may have been emitted by another scheduler whose
+            // key expired since: start again from the catch-up rule (never backwards).
+            let late = now - tick > self.tick_window(&slot.entry, tick).as_secs_f64();
+            let ahead = slot.done_until > now + SHORTEST_TICK_WINDOW.as_secs_f64();
+            if late || ahead {
+                let start = self.catch_up_start(&slot.entry, now);
+                slot.done_until = if late {
+                    slot.done_until.max(start)
+                } else {
+                    start
+                };
+                match slot.entry.schedule().next_after(slot.done_until) {
+                    Some(again) => tick = again,
+                    None => continue,
+                }
+            }
+            if tick <= now {
+                due.push((slot.entry.clone(), tick));
+            } else {
+                next = Some(next.map_or(tick, |n| n.min(tick)));
             }
         }
         (due, next)
@@ -228,6 +259,7 @@ impl Scheduler {
     fn done(&self, entry: &CronEntry, tick: f64) {
         if let Some(slot) = lock(&self.inner.entries).get_mut(entry.name())
             && slot.entry.schedule().expression() == entry.schedule().expression()
+            && slot.entry.schedule().zone() == entry.schedule().zone()
             && slot.done_until < tick
         {
             slot.done_until = tick;
@@ -308,12 +340,16 @@ impl Scheduler {
         let period = entry
             .schedule()
             .next_after(tick)
-            .map_or(Duration::ZERO, |next| Duration::from_secs_f64(next - tick));
+            .and_then(|next| Duration::try_from_secs_f64(next - tick).ok())
+            .unwrap_or(Duration::ZERO);
         let catch_up = match *lock(&self.inner.catch_up) {
             CatchUp::AllWithin(within) => within,
             _ => Duration::ZERO,
         };
-        (period * 2).max(SHORTEST_TICK_WINDOW).max(catch_up)
+        (period * 2)
+            .max(SHORTEST_TICK_WINDOW)
+            .max(catch_up)
+            .min(crate::MAX_UNIQUE_WINDOW)
     }
 }
 

@@ -9,12 +9,15 @@ use croner::Cron;
 
 use crate::Error;
 
+/// How many ticks of the repeated hour `next_after` steps over at most (one per second of it).
+const MAX_OVERLAP_STEPS: usize = 3_700;
+
 /// A cron expression read in an IANA time zone: 5 fields as crontab writes them (minute, hour,
 /// day of month, month, day of week), or 6 with seconds first.
 ///
 /// Ticks follow the zone's wall clock. Across a daylight-saving change, a time the clocks skip
 /// fires at the first time after the gap, and a time they pass twice fires once, the first
-/// time.
+/// time; a schedule of every minute or second has no ticks in the second pass of that hour.
 ///
 /// ```
 /// use hermes_core::CronSchedule;
@@ -68,17 +71,36 @@ impl CronSchedule {
 
     /// The first tick strictly after `unix` (seconds since the epoch), as seconds since the
     /// epoch; `None` when there is none (a date that never comes).
+    ///
+    /// In the hour the clocks pass twice, a tick of the first pass is not repeated in the
+    /// second: from inside the second pass, the next tick is the first one after it.
     pub fn next_after(&self, unix: f64) -> Option<f64> {
-        let from = self.at(unix.floor())?;
-        let next = self.cron.find_next_occurrence(&from, false).ok()?;
-        Some(next.timestamp() as f64)
+        let after = unix.floor();
+        let mut from = self.at(after)?;
+        // Searching by wall-clock time, croner answers a time of the repeated hour with its
+        // first pass, which may lie before `from`: step on until the answer is later.
+        for _ in 0..MAX_OVERLAP_STEPS {
+            let next = self.cron.find_next_occurrence(&from, false).ok()?;
+            if next.timestamp() as f64 > after {
+                return Some(next.timestamp() as f64);
+            }
+            from = next;
+        }
+        None
     }
 
     /// The last tick at or before `unix`; `None` when there is none.
     pub fn last_at_or_before(&self, unix: f64) -> Option<f64> {
         let from = self.at(unix.floor())?;
         let previous = self.cron.find_previous_occurrence(&from, true).ok()?;
-        Some(previous.timestamp() as f64)
+        let previous = previous.timestamp() as f64;
+        // In the repeated hour croner may answer with an earlier time than the last tick: the
+        // ticks after it, up to `unix`, are found forwards.
+        let mut last = previous;
+        while let Some(next) = self.next_after(last).filter(|next| *next <= unix.floor()) {
+            last = next;
+        }
+        Some(last)
     }
 
     fn at(&self, unix: f64) -> Option<DateTime<Tz>> {
@@ -167,6 +189,29 @@ mod tests {
             half_past_two.next_after(first),
             Some(utc(2026, 10, 26, 1, 30)),
             "not again at the second 02:30, next the day after (UTC+1)"
+        );
+    }
+
+    #[test]
+    fn from_inside_the_repeated_hour_the_next_tick_is_later() {
+        // 2026-10-25 01:30 UTC is 02:30 local in the second pass (UTC+1).
+        let inside = utc(2026, 10, 25, 1, 30);
+        for expression in ["* * * * *", "*/10 * * * * *", "30 2 * * *", "0 * * * *"] {
+            let schedule = CronSchedule::new(expression, "Europe/Bratislava").unwrap();
+            let next = schedule.next_after(inside).unwrap();
+            assert!(next > inside, "{expression}: {next} after {inside}");
+            let last = schedule.last_at_or_before(inside).unwrap();
+            assert!(last <= inside, "{expression}");
+            assert!(
+                schedule.next_after(last).unwrap() > inside,
+                "{expression}: no tick between the last and now"
+            );
+        }
+        let minutely = CronSchedule::new("* * * * *", "Europe/Bratislava").unwrap();
+        assert_eq!(
+            minutely.next_after(inside),
+            Some(utc(2026, 10, 25, 2, 0)),
+            "03:00 local, after the second pass"
         );
     }
 

@@ -359,7 +359,6 @@ impl Default for MemoryDriver {
 }
 
 impl State {
-    /// Keeps `stored` until Unix time `at`.
     /// Queues the encoded `message` on `priority`, or schedules it when it is due later.
     fn put(&mut self, message: &Message, priority: Priority, body: Arc<[u8]>) -> Result<(), Error> {
         if !self.queues.contains_key(&priority) {
@@ -376,6 +375,7 @@ impl State {
         Ok(())
     }
 
+    /// Keeps `stored` until Unix time `at`.
     fn schedule(&mut self, at: f64, stored: Stored) {
         self.sequence += 1;
         let key = ((at * 1e6) as i64, self.sequence);
