@@ -282,15 +282,32 @@ impl Driver for RabbitMqDriver {
         let queues = self.inner.queues.selected(priorities)?;
         let deadline = Instant::now() + wait;
         let mut patience = Patience::default();
+        // A connection lost before anything was taken is tried once more on a new one: a
+        // broker under load can close it while a consumer starts on a queue it just declared
+        // (RabbitMQ 3.10 answers a quorum queue whose process is not up yet with
+        // INTERNAL_ERROR). A second loss is the caller's.
+        let mut lost_once = false;
         loop {
             let session = self.session().await?;
             let consume = self.consume(&session, &queues);
-            bounded("starting the consumers", Some(&session), consume).await?;
+            let pick = async {
+                bounded("starting the consumers", Some(&session), consume).await?;
+                let pick = self.pick(&session, &queues, patience.lasts());
+                bounded("looking at the queues", Some(&session), pick).await
+            };
             let arrived = self.inner.buffer.arrived.notified();
             tokio::pin!(arrived);
             arrived.as_mut().enable();
-            let pick = self.pick(&session, &queues, patience.lasts());
-            let pause = match bounded("looking at the queues", Some(&session), pick).await? {
+            let picked = match pick.await {
+                Err(e) if e.is_temporary() && !lost_once && Instant::now() < deadline => {
+                    lost_once = true;
+                    tracing::debug!("Receiving again on a new connection - {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+                picked => picked?,
+            };
+            let pause = match picked {
                 Pick::Found(delivery) => return delivery.map(Some),
                 Pick::HigherComing => patience.wait(),
                 Pick::Nothing => {
