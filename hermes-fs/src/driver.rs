@@ -367,6 +367,39 @@ impl FileSystemDriver {
         }
     }
 
+    /// The queue of `priority` and the checked, encoded `message`.
+    pub(crate) fn encode(
+        &self,
+        message: &Message,
+        priority: Priority,
+    ) -> Result<(Arc<QueueDir>, Vec<u8>), Error> {
+        message.check()?;
+        let queue = self.inner.queues.get(priority)?;
+        let body = self.inner.serializer.serialize(message)?;
+        Ok((queue, body))
+    }
+
+    /// Writes the encoded message `body`, due at `due`, into `queue`.
+    pub(crate) async fn write_encoded(
+        &self,
+        queue: &Arc<QueueDir>,
+        body: Vec<u8>,
+        due: f64,
+    ) -> Result<(), Error> {
+        queue.ensure_created()?;
+        let file = if self.inner.options.durable {
+            let queue = queue.clone();
+            hermes_core::task::detached_blocking(move || queue.write(&body, due, true)).await?
+        } else {
+            queue.write(&body, due, false)?
+        };
+        if queue.lock().scanned {
+            queue.added(&file);
+            self.inner.wake.notify_waiters();
+        }
+        Ok(())
+    }
+
     fn capabilities_for(options: &FileSystemOptions) -> Capabilities {
         let mut capabilities = Capabilities::all();
         let redelivers = !options.visibility_timeout.is_zero();
@@ -419,22 +452,8 @@ impl Driver for FileSystemDriver {
     }
 
     async fn send(&self, message: &Message, priority: Priority) -> Result<(), Error> {
-        message.check()?;
-        let queue = self.inner.queues.get(priority)?;
-        let body = self.inner.serializer.serialize(message)?;
-        let due = message.due();
-        queue.ensure_created()?;
-        let file = if self.inner.options.durable {
-            let queue = queue.clone();
-            hermes_core::task::detached_blocking(move || queue.write(&body, due, true)).await?
-        } else {
-            queue.write(&body, due, false)?
-        };
-        if queue.lock().scanned {
-            queue.added(&file);
-            self.inner.wake.notify_waiters();
-        }
-        Ok(())
+        let (queue, body) = self.encode(message, priority)?;
+        self.write_encoded(&queue, body, message.due()).await
     }
 
     async fn receive(

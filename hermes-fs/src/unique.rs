@@ -72,11 +72,9 @@ impl FileSystemDriver {
         priority: Priority,
         unique: &Unique,
     ) -> Result<Emitted, Error> {
-        message.check()?;
         // Refused before the key is taken: an unknown priority, a message that cannot be
         // encoded.
-        self.inner.queues.get(priority)?;
-        self.inner.serializer.serialize(message)?;
+        let (queue, body) = self.encode(message, priority)?;
         let held = Held {
             holder: message.id().to_owned(),
             until: unix_now() + unique.window().as_secs_f64(),
@@ -84,7 +82,7 @@ impl FileSystemDriver {
         if !self.take_key(unique.key(), &held)? {
             return Ok(Emitted::Duplicate);
         }
-        if let Err(e) = hermes_core::Driver::send(self, message, priority).await {
+        if let Err(e) = self.write_encoded(&queue, body, message.due()).await {
             self.give_up_key(unique.key(), message.id())?;
             return Err(e);
         }
