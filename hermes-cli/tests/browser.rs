@@ -101,15 +101,24 @@ async fn open_browser(port: u16, profile: &Path) -> Client {
         .expect("a browser session")
 }
 
-/// The text of the element `css`.
+/// The text of the element `css`, found again when the page's own script replaced it between
+/// finding it and reading it (a stale element).
 async fn text(browser: &Client, css: &str) -> String {
-    browser
-        .find(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("{css} on the page: {e}"))
-        .text()
-        .await
-        .unwrap()
+    let mut tries = 0;
+    loop {
+        let element = browser
+            .find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("{css} on the page: {e}"));
+        match element.text().await {
+            Ok(text) => return text,
+            Err(e) if tries < 20 && e.to_string().contains("stale element") => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("the text of {css}: {e}"),
+        }
+    }
 }
 
 /// Waits until `check` holds for the text of `css`, reloading nothing: the page's own script
