@@ -112,7 +112,7 @@ async fn text(browser: &Client, css: &str) -> String {
             .unwrap_or_else(|e| panic!("{css} on the page: {e}"));
         match element.text().await {
             Ok(text) => return text,
-            Err(e) if tries < 20 && e.to_string().contains("stale element") => {
+            Err(e) if tries < 20 && e.is_stale_element_reference() => {
                 tries += 1;
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
