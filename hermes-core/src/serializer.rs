@@ -64,7 +64,7 @@ pub struct JsonSerializer;
 
 impl Serializer for JsonSerializer {
     fn serialize(&self, message: &Message) -> Result<Vec<u8>, Error> {
-        let mut out = Vec::with_capacity(128);
+        let mut out = Vec::with_capacity(256);
         out.extend_from_slice(b"{\"message\":{\"id\":");
         write_string(&mut out, message.id());
         out.extend_from_slice(b",\"type\":");
@@ -235,10 +235,21 @@ pub(crate) fn write_value(out: &mut Vec<u8>, value: &Value) -> Result<(), Error>
     Ok(())
 }
 
-fn write_integer(out: &mut Vec<u8>, n: impl std::fmt::Display) {
-    use std::io::Write as _;
-    let _ = write!(out, "{n}");
+/// An integer in decimal.
+fn write_integer(out: &mut Vec<u8>, n: impl itoa::Integer) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
+
+/// The bytes a JSON string holds as they are: printable ASCII but `"`, `\` and `/`.
+const PLAIN: [bool; 256] = {
+    let mut plain = [false; 256];
+    let mut b = 0x20;
+    while b < 0x80 {
+        plain[b] = !matches!(b as u8, b'"' | b'\\' | b'/');
+        b += 1;
+    }
+    plain
+};
 
 /// A JSON string as PHP's `json_encode` writes it with default flags: `/` as `\/`, control
 /// characters and everything outside ASCII as `\uXXXX` (UTF-16, lower-case hex).
@@ -256,6 +267,10 @@ fn write_string(out: &mut Vec<u8>, s: &str) {
     // Runs of plain ASCII are copied whole; only the bytes that need escaping stop the run.
     let (mut start, mut i) = (0, 0);
     while i < bytes.len() {
+        if PLAIN[usize::from(bytes[i])] {
+            i += 1;
+            continue;
+        }
         let b = bytes[i];
         let short: Option<&[u8]> = match b {
             b'"' => Some(b"\\\""),
@@ -301,17 +316,48 @@ fn write_float(out: &mut Vec<u8>, value: f64, field: &str) -> Result<(), Error> 
             "{field} holds a number that is not finite, which JSON cannot represent"
         )));
     }
-    // `{:e}` gives the shortest round-trip digits: "-1.2345e-7", "1e0", "0e0".
-    let sci = format!("{value:e}");
-    let (negative, sci) = match sci.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, sci.as_str()),
+    // ryu gives the shortest round-trip digits, as "-1.2345e-7", "1.0", "0.0001" or "1e16".
+    let mut buffer = ryu::Buffer::new();
+    let text = buffer.format_finite(value).as_bytes();
+    let (negative, text) = match text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, text),
     };
-    let (mantissa, exponent) = sci.split_once('e').unwrap_or((sci, "0"));
-    let exponent: i32 = exponent.parse().unwrap_or(0);
-    let digits: Vec<u8> = mantissa.bytes().filter(u8::is_ascii_digit).collect();
+    let (mantissa, exponent) = match text.iter().position(|&b| b == b'e') {
+        Some(e) => (&text[..e], &text[e + 1..]),
+        None => (text, &b"0"[..]),
+    };
+    let exponent: i32 = std::str::from_utf8(exponent)
+        .ok()
+        .and_then(|e| e.parse().ok())
+        .unwrap_or(0);
+    let point = mantissa
+        .iter()
+        .position(|&b| b == b'.')
+        .unwrap_or(mantissa.len());
+    let mut all = [0u8; 32];
+    let mut count = 0;
+    for &b in mantissa
+        .iter()
+        .filter(|b| b.is_ascii_digit())
+        .take(all.len())
+    {
+        all[count] = b;
+        count += 1;
+    }
+    let leading = all[..count].iter().take_while(|&&b| b == b'0').count();
+    let trailing = all[leading..count]
+        .iter()
+        .rev()
+        .take_while(|&&b| b == b'0')
+        .count();
+    let digits = &all[leading..count - trailing];
     // PHP's decpt: the value is 0.d1d2… × 10^decpt.
-    let decpt = exponent + 1;
+    let (digits, decpt) = if digits.is_empty() {
+        (&b"0"[..], 1)
+    } else {
+        (digits, point as i32 - leading as i32 + exponent)
+    };
     if negative {
         out.push(b'-');
     }
@@ -323,18 +369,13 @@ fn write_float(out: &mut Vec<u8>, value: f64, field: &str) -> Result<(), Error> 
         } else {
             out.extend_from_slice(&digits[1..]);
         }
-        out.extend_from_slice(
-            format!(
-                "e{}{}",
-                if decpt > 0 { '+' } else { '-' },
-                (decpt - 1).abs()
-            )
-            .as_bytes(),
-        );
+        out.push(b'e');
+        out.push(if decpt > 0 { b'+' } else { b'-' });
+        write_integer(out, (decpt - 1).unsigned_abs());
     } else if decpt <= 0 {
         out.extend_from_slice(b"0.");
         out.extend(std::iter::repeat_n(b'0', decpt.unsigned_abs() as usize));
-        out.extend_from_slice(&digits);
+        out.extend_from_slice(digits);
     } else {
         let decpt = decpt as usize;
         for i in 0..decpt {
@@ -377,6 +418,45 @@ mod tests {
         assert_eq!(float(1.5e300), "1.5e+300");
         assert_eq!(float(0.1 + 0.2), "0.30000000000000004");
         assert!(write_float(&mut Vec::new(), f64::NAN, "x").is_err());
+    }
+
+    #[test]
+    fn floats_read_back_the_same_in_the_fewest_digits() {
+        // A tie between two shortest forms goes to the even digit, as in PHP (the standard
+        // library's `{:e}` writes ...813 here).
+        // 1655314117 + 61/256 is exactly 1655314117.23828125.
+        assert_eq!(float(1655314117.0 + 61.0 / 256.0), "1655314117.2382812");
+        let mut values = vec![1e-300, 5e-324, f64::MAX, f64::MIN_POSITIVE, 123.0];
+        for _ in 0..100_000 {
+            values.push(f64::from_bits(rand::random::<u64>()));
+            values.push((rand::random::<f64>() * 2e15).round() / 1e6);
+        }
+        for value in values.into_iter().filter(|v| v.is_finite()) {
+            let text = float(value);
+            assert_eq!(text.parse::<f64>().unwrap(), value, "{text}");
+            let digits = |t: &str| {
+                let mantissa = t.split('e').next().unwrap_or(t);
+                let digits = mantissa.replace(['-', '.'], "");
+                digits.trim_matches('0').len()
+            };
+            let shortest = format!("{value:e}");
+            assert!(
+                digits(&text) <= digits(&shortest).max(1),
+                "{text} {shortest}"
+            );
+        }
+    }
+
+    #[test]
+    fn integers_are_written_in_decimal() {
+        for (n, text) in [(0_i64, "0"), (-7, "-7"), (i64::MIN, "-9223372036854775808")] {
+            let mut out = Vec::new();
+            write_integer(&mut out, n);
+            assert_eq!(out, text.as_bytes());
+        }
+        let mut out = Vec::new();
+        write_integer(&mut out, u64::MAX);
+        assert_eq!(out, b"18446744073709551615");
     }
 
     #[test]

@@ -180,3 +180,64 @@ fn php_reads_a_message_with_a_unique_key_and_writes_it_as_rust_does_without() {
         );
     }
 }
+
+/// Times written by Rust are the text PHP writes for the same number: 20,000 random `created`
+/// values (any double, and times with microseconds), as many due times, and a tie between two
+/// shortest forms, which both write with the even digit.
+#[test]
+fn php_writes_every_time_as_rust_does() {
+    if !available_or_skip(strict(), "php_round_trip", php_available()) {
+        return;
+    }
+    let microseconds = || (rand::random::<f64>() * 2e15).round() / 1e6;
+    // 1655314117 + 61/256: a tie between two shortest forms.
+    let mut created = vec![
+        1_655_314_117.0 + 61.0 / 256.0,
+        1700000000.0,
+        0.1 + 0.2,
+        1e-7,
+        1e21,
+    ];
+    for _ in 0..10_000 {
+        created.push(microseconds());
+        let any = f64::from_bits(rand::random::<u64>());
+        created.push(if any.is_finite() { any } else { 0.5 });
+    }
+    let mut lines = Vec::new();
+    for created in created {
+        let message = Message::builder("t")
+            .id("1")
+            .created(created)
+            .execute_at(microseconds())
+            .build()
+            .unwrap();
+        lines.extend(JsonSerializer.serialize(&message).unwrap());
+        lines.push(b'\n');
+    }
+    let output = Command::new("php")
+        .args([
+            "-r",
+            "while (($line = fgets(STDIN)) !== false) { \
+             echo json_encode(json_decode(rtrim($line, \"\\n\"), true)), \"\\n\"; }",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            // Written meanwhile, so that PHP's output never waits for a reader.
+            let mut stdin = child.stdin.take().expect("stdin");
+            let input = lines.clone();
+            let writer = std::thread::spawn(move || stdin.write_all(&input));
+            let output = child.wait_with_output();
+            writer.join().expect("the writer ends")?;
+            output
+        })
+        .expect("php runs");
+    assert!(output.status.success());
+    let ours = String::from_utf8(lines).unwrap();
+    let theirs = String::from_utf8(output.stdout).unwrap();
+    assert_eq!(ours.lines().count(), theirs.lines().count());
+    for (ours, theirs) in ours.lines().zip(theirs.lines()) {
+        assert_eq!(ours, theirs);
+    }
+}

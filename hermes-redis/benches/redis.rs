@@ -1,5 +1,6 @@
 //! Redis driver throughput beside raw client loops in the same run, for both client
-//! libraries: emit (raw: an `SADD` loop), handle with a no-op handler at concurrency 1 and 8
+//! libraries: emit (raw: the library's `SADD` loop, an `SADD` loop on a bare socket, and
+//! `redis-benchmark -c 1`), handle with a no-op handler at concurrency 1 and 8
 //! (raw: an `SPOP` loop), the median emit-to-handle latency of an idle worker, and the client
 //! CPU time per handled message; then the one-by-one emit again on tokio's current-thread
 //! runtime.
@@ -136,13 +137,127 @@ fn keys(key: &str) -> Vec<String> {
     .collect()
 }
 
-/// Rounds the one-by-one emit figure is measured in, alternating with the raw loop so that
-/// both meet the same load of a shared machine.
-const ROUNDS: usize = 10;
+/// Messages per round of the one-by-one emit figure: each round times every contender in
+/// turn, so that all meet the same load of a shared machine.
+const PER_ROUND: usize = 200;
 
-/// One emitter sending `n` messages one by one to `key`, beside a raw `SADD` loop, in
-/// [`ROUNDS`] alternating rounds: prints the figure (`runtime` names the runtime when it is not
-/// the default one) and returns the raw loop's time and the emitter.
+/// What the one-by-one emit figure times, each round.
+#[derive(Clone, Copy, PartialEq)]
+enum Contender {
+    /// One emitter on the driver.
+    Ours,
+    /// The client library's own `SADD` loop.
+    Library,
+    /// `SADD` written to and read from a socket on the calling task: what a client can do at
+    /// best in this process.
+    Socket,
+    /// `redis-benchmark -c 1`, Redis' own single-client loop, in a process of its own.
+    RedisBenchmark,
+}
+
+impl Contender {
+    fn label(self) -> &'static str {
+        match self {
+            Contender::Ours => "ours",
+            Contender::Library => "the library's SADD loop",
+            Contender::Socket => "a socket SADD loop",
+            Contender::RedisBenchmark => "redis-benchmark -c 1",
+        }
+    }
+}
+
+/// A `SADD` loop on a socket of its own: the command written, its answer read, on the calling
+/// task.
+struct SocketLoop {
+    stream: tokio::net::TcpStream,
+    command: Vec<u8>,
+    answer: Vec<u8>,
+}
+
+impl SocketLoop {
+    async fn open() -> SocketLoop {
+        let stream = tokio::net::TcpStream::connect(address()).await.unwrap();
+        stream.set_nodelay(true).unwrap();
+        SocketLoop {
+            stream,
+            command: Vec::new(),
+            answer: vec![0; 4096],
+        }
+    }
+
+    async fn sadd(&mut self, key: &str, member: &[u8]) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        self.command.clear();
+        redis::cmd("SADD")
+            .arg(key)
+            .arg(member)
+            .write_packed_command(&mut self.command);
+        self.stream.write_all(&self.command).await.unwrap();
+        let mut read = 0;
+        while !self.answer[..read].ends_with(b"\r\n") {
+            let n = self.stream.read(&mut self.answer[read..]).await.unwrap();
+            assert!(n > 0, "Redis closed the connection");
+            read += n;
+        }
+        assert_eq!(self.answer[0], b':', "SADD failed");
+    }
+}
+
+/// `host:port` of the bench's Redis.
+fn address() -> String {
+    let url = url();
+    let rest = url.trim_start_matches("redis://");
+    rest.split(['/', '?']).next().unwrap_or(rest).to_owned()
+}
+
+/// How long `redis-benchmark -c 1` takes for `n` `SADD`s of `member_length`-byte members (each
+/// new), by its own count; `None` when it is not installed.
+fn redis_benchmark(key: &str, n: usize, member_length: usize) -> Option<Duration> {
+    let (host, port) = address()
+        .rsplit_once(':')
+        .map(|(h, p)| (h.to_owned(), p.to_owned()))?;
+    // `__rand_int__` becomes 12 digits.
+    let member = format!(
+        "{}__rand_int__",
+        "m".repeat(member_length.saturating_sub(12))
+    );
+    let output = std::process::Command::new("redis-benchmark")
+        .args([
+            "-h",
+            &host,
+            "-p",
+            &port,
+            "-c",
+            "1",
+            "-r",
+            "1000000000000",
+            "--csv",
+        ])
+        .args(["-n", &n.to_string(), "SADD", key, &member])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let rate: f64 = text
+        .lines()
+        .last()?
+        .split(',')
+        .nth(1)?
+        .trim_matches('"')
+        .parse()
+        .ok()?;
+    Some(Duration::from_secs_f64(n as f64 / rate))
+}
+
+fn median(times: &mut [Duration]) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
+/// One emitter sending `n` messages one by one to `key`, beside three baselines (the
+/// library's loop, a socket loop, `redis-benchmark`), in rounds of [`PER_ROUND`] messages that
+/// take turns: prints the figure against each (`runtime` names the runtime when it is not the
+/// default one) and returns the library loop's time and the emitter.
 async fn emit_one_by_one(
     fred: bool,
     key: &str,
@@ -150,57 +265,114 @@ async fn emit_one_by_one(
     raw: &mut Raw,
     runtime: &str,
 ) -> (Duration, Arc<Emitter>) {
+    const CONTENDERS: [Contender; 4] = [
+        Contender::Ours,
+        Contender::Library,
+        Contender::Socket,
+        Contender::RedisBenchmark,
+    ];
     let body = JsonSerializer.serialize(&sample()).unwrap();
     let emitter = Emitter::new(driver(fred, key, |_| {}).await);
-    let per_round = n / ROUNDS;
-    let (mut raw_emit, mut ours) = (Duration::ZERO, Duration::ZERO);
-    let (mut raw_cpu, mut our_cpu) = (Duration::ZERO, Duration::ZERO);
-    // Each round's ratio: raw time over ours, both measured back to back.
-    let mut ratios = Vec::with_capacity(ROUNDS);
-    for round in 0..ROUNDS {
-        let (raw_before, ours_before) = (raw_emit, ours);
-        for raw_turn in [round % 2 == 0, round % 2 == 1] {
+    let mut socket = SocketLoop::open().await;
+    let rounds = (n / PER_ROUND).max(1);
+    let mut took = [Duration::ZERO; 4];
+    let mut cpu = [Duration::ZERO; 4];
+    // Each round's ratio of each baseline: its time over ours in the same round.
+    let mut ratios: [Vec<f64>; 4] = std::array::from_fn(|_| Vec::with_capacity(rounds));
+    // Each message's time, of the contenders in this process: their medians do not move
+    // with the machine's stalls, which the totals and even single rounds meet unevenly.
+    let mut each: [Vec<Duration>; 4] =
+        std::array::from_fn(|_| Vec::with_capacity(rounds * PER_ROUND));
+    let mut missing_benchmark = false;
+    for round in 0..rounds {
+        let mut this_round = [Duration::ZERO; 4];
+        for turn in 0..CONTENDERS.len() {
+            let index = (round + turn) % CONTENDERS.len();
             let start = Instant::now();
-            let cpu = cpu_time();
-            if raw_turn {
-                for i in 0..per_round {
-                    let mut b = body.clone();
-                    b.extend_from_slice(format!(" {round} {i}").as_bytes());
-                    raw.sadd(key, &b).await;
+            let cpu_before = cpu_time();
+            match CONTENDERS[index] {
+                Contender::Ours => {
+                    for _ in 0..PER_ROUND {
+                        let one = Instant::now();
+                        emitter.emit(&sample(), DEFAULT_PRIORITY).await.unwrap();
+                        each[index].push(one.elapsed());
+                    }
                 }
-                raw_emit += start.elapsed();
-                raw_cpu += cpu_time() - cpu;
-            } else {
-                for _ in 0..per_round {
-                    emitter.emit(&sample(), DEFAULT_PRIORITY).await.unwrap();
+                Contender::Library | Contender::Socket => {
+                    for i in 0..PER_ROUND {
+                        let one = Instant::now();
+                        let mut member = body.clone();
+                        member.extend_from_slice(format!(" {round} {i}").as_bytes());
+                        if CONTENDERS[index] == Contender::Library {
+                            raw.sadd(key, &member).await;
+                        } else {
+                            socket.sadd(key, &member).await;
+                        }
+                        each[index].push(one.elapsed());
+                    }
                 }
-                ours += start.elapsed();
-                our_cpu += cpu_time() - cpu;
+                Contender::RedisBenchmark => match redis_benchmark(key, PER_ROUND, body.len()) {
+                    Some(its_own) => this_round[index] = its_own,
+                    None => missing_benchmark = true,
+                },
             }
+            if CONTENDERS[index] != Contender::RedisBenchmark {
+                this_round[index] = start.elapsed();
+                cpu[index] += cpu_time() - cpu_before;
+            }
+            took[index] += this_round[index];
         }
-        ratios.push((raw_emit - raw_before).as_secs_f64() / (ours - ours_before).as_secs_f64());
+        for baseline in 1..CONTENDERS.len() {
+            ratios[baseline].push(this_round[baseline].as_secs_f64() / this_round[0].as_secs_f64());
+        }
         raw.del(&keys(key)).await;
     }
-    ratios.sort_by(f64::total_cmp);
-    let sent = per_round * ROUNDS;
-    print_ratio(
-        &format!("emit{runtime} (raw: SADD loop)"),
-        sent,
-        ours,
-        raw_emit,
-    );
+    let sent = rounds * PER_ROUND;
     let per_message = |cpu: Duration| cpu.as_secs_f64() * 1e6 / sent as f64;
-    println!(
-        "{:<44} {:.1} µs of client CPU per message (raw: {:.1} µs); median of the {ROUNDS} \
-         rounds' ratios {:.2} (lowest {:.2}, highest {:.2})",
-        "",
-        per_message(our_cpu),
-        per_message(raw_cpu),
-        (ratios[ROUNDS / 2 - 1] + ratios[ROUNDS / 2]) / 2.0,
-        ratios[0],
-        ratios[ROUNDS - 1]
-    );
-    (raw_emit, Arc::new(emitter))
+    for baseline in 1..CONTENDERS.len() {
+        let contender = CONTENDERS[baseline];
+        if contender == Contender::RedisBenchmark && missing_benchmark {
+            println!("{:<44} (redis-benchmark is not installed)", "");
+            continue;
+        }
+        let ratios = &mut ratios[baseline];
+        ratios.sort_by(f64::total_cmp);
+        print_ratio(
+            &format!("emit{runtime} (raw: {})", contender.label()),
+            sent,
+            took[0],
+            took[baseline],
+        );
+        let cpu = if contender == Contender::RedisBenchmark {
+            String::new()
+        } else {
+            format!(
+                "{:.1} µs of client CPU per message (raw: {:.1} µs); ",
+                per_message(cpu[0]),
+                per_message(cpu[baseline])
+            )
+        };
+        let medians = if contender == Contender::RedisBenchmark {
+            String::new()
+        } else {
+            let (ours, theirs) = (median(&mut each[0]), median(&mut each[baseline]));
+            format!(
+                "; median time per message {:.1} µs (raw: {:.1} µs), ratio {:.2}",
+                ours.as_secs_f64() * 1e6,
+                theirs.as_secs_f64() * 1e6,
+                theirs.as_secs_f64() / ours.as_secs_f64()
+            )
+        };
+        println!(
+            "{:<44} {cpu}median of the {rounds} rounds' ratios {:.2} (quartiles {:.2}, \
+             {:.2}){medians}",
+            "",
+            ratios[rounds / 2],
+            ratios[rounds / 4],
+            ratios[rounds * 3 / 4],
+        );
+    }
+    (took[1], Arc::new(emitter))
 }
 
 /// The one-by-one emit figure of both libraries alone, on the runtime `runtime` names.
@@ -313,11 +485,7 @@ async fn idle_commands(driver: Arc<RedisSetDriver>) -> f64 {
     let stop = dispatcher.cancellation_token();
     let worker = tokio::spawn(async move { dispatcher.handle(&[]).await });
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let address = url()
-        .trim_start_matches("redis://")
-        .trim_end_matches('/')
-        .to_owned();
-    let mut monitor = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let mut monitor = tokio::net::TcpStream::connect(address()).await.unwrap();
     monitor.write_all(b"MONITOR\r\n").await.unwrap();
     let mut lines = BufReader::new(monitor).lines();
     let window = Duration::from_secs(10);

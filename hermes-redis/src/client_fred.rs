@@ -68,11 +68,14 @@ impl RedisClient for FredClient {
             .iter()
             .map(|a| Value::Bytes(Bytes::copy_from_slice(a)))
             .collect();
+        // fred's futures are large: boxed, they are not copied as they are wrapped.
+        let call = Box::pin(self.scripts[&script].evalsha_with_reload::<Value, _, _>(
+            &self.client,
+            keys,
+            args,
+        ));
         let value: Value = bounded(FRED_NAME, self.timeout, "a script call", async {
-            self.scripts[&script]
-                .evalsha_with_reload(&self.client, keys, args)
-                .await
-                .map_err(fred_error)
+            call.await.map_err(fred_error)
         })
         .await?;
         Ok(reply(value))
@@ -84,8 +87,9 @@ impl RedisClient for FredClient {
             .map(|a| Value::Bytes(Bytes::copy_from_slice(a)))
             .collect();
         let command = CustomCommand::new_static(name, ClusterHash::FirstKey, false);
+        let call = Box::pin(self.client.custom::<Value, Value>(command, args));
         let value: Value = bounded(FRED_NAME, self.timeout, name, async {
-            self.client.custom(command, args).await.map_err(fred_error)
+            call.await.map_err(fred_error)
         })
         .await?;
         Ok(reply(value))

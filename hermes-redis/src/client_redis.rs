@@ -6,12 +6,13 @@ use std::fmt;
 use std::time::Duration;
 
 use hermes_core::{Error, async_trait};
-use redis::Value;
 use redis::aio::ConnectionLike;
+use redis::{ErrorKind, ServerErrorKind, Value};
 
 use crate::NAME;
 use crate::client::{COMMAND_TIMEOUT, RedisClient, Reply};
 use crate::error::{bounded, redis_error};
+use crate::reconnect::ReconnectingConnection;
 use crate::scripts::Script;
 
 /// A connection of the `redis` crate that reconnects by itself and can be cloned cheaply:
@@ -26,6 +27,8 @@ pub struct RedisRsClient<C> {
     connection: C,
     scripts: HashMap<Script, redis::Script>,
     timeout: Duration,
+    /// A connection whose direct lane takes single calls first (`connect_redis`'s).
+    lane: Option<ReconnectingConnection>,
 }
 
 impl<C> RedisRsClient<C> {
@@ -39,7 +42,29 @@ impl<C> RedisRsClient<C> {
             connection,
             scripts,
             timeout: COMMAND_TIMEOUT,
+            lane: None,
         }
+    }
+
+    /// The same client, whose calls go on the direct lane of `lane` while no other call uses
+    /// it, packed here without building a `redis::Cmd`.
+    pub(crate) fn with_lane(mut self, lane: ReconnectingConnection) -> Self {
+        self.lane = Some(lane);
+        self
+    }
+
+    /// The answer to the command of `parts` on the direct lane; `None`, with nothing sent,
+    /// when there is none or it is in use.
+    async fn on_lane<'a>(
+        &self,
+        parts: impl ExactSizeIterator<Item = &'a [u8]>,
+    ) -> Option<Result<Value, redis::RedisError>> {
+        let answer = self
+            .lane
+            .as_ref()?
+            .on_lane(|out| crate::lane::pack(out, parts))
+            .await?;
+        Some(answer.and_then(Value::extract_error))
     }
 
     /// The same client with calls bounded by `timeout` instead of [`COMMAND_TIMEOUT`].
@@ -66,17 +91,37 @@ where
     }
 
     async fn eval(&self, script: Script, keys: &[&str], args: &[&[u8]]) -> Result<Reply, Error> {
-        let mut invocation = self.scripts[&script].prepare_invoke();
-        for key in keys {
-            invocation.key(*key);
-        }
-        for arg in args {
-            invocation.arg(*arg);
-        }
-        let mut connection = self.connection.clone();
+        let script = &self.scripts[&script];
         let value: Value = bounded(NAME, self.timeout, "a script call", async {
-            invocation
-                .invoke_async(&mut connection)
+            let count = keys.len().to_string();
+            let parts = [
+                b"EVALSHA".as_slice(),
+                script.get_hash().as_bytes(),
+                count.as_bytes(),
+            ];
+            let parts = parts
+                .into_iter()
+                .chain(keys.iter().map(|k| k.as_bytes()))
+                .chain(args.iter().copied());
+            match self
+                .on_lane(ExactLength(parts, 3 + keys.len() + args.len()))
+                .await
+            {
+                // Not loaded yet: the invocation below loads it.
+                Some(Err(e)) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {}
+                Some(answer) => return answer.map_err(redis_error),
+                None => {}
+            }
+            let mut invocation = script.prepare_invoke();
+            for key in keys {
+                invocation.key(*key);
+            }
+            for arg in args {
+                invocation.arg(*arg);
+            }
+            let mut connection = self.connection.clone();
+            // Boxed: the call's future is large, and the lane's path should not carry it.
+            Box::pin(invocation.invoke_async(&mut connection))
                 .await
                 .map_err(redis_error)
         })
@@ -85,14 +130,18 @@ where
     }
 
     async fn command(&self, name: &'static str, args: &[&[u8]]) -> Result<Reply, Error> {
-        let mut command = redis::cmd(name);
-        for arg in args {
-            command.arg(*arg);
-        }
-        let mut connection = self.connection.clone();
         let value: Value = bounded(NAME, self.timeout, name, async {
-            command
-                .query_async(&mut connection)
+            let parts = std::iter::once(name.as_bytes()).chain(args.iter().copied());
+            if let Some(answer) = self.on_lane(ExactLength(parts, 1 + args.len())).await {
+                return answer.map_err(redis_error);
+            }
+            let mut command = redis::cmd(name);
+            for arg in args {
+                command.arg(*arg);
+            }
+            let mut connection = self.connection.clone();
+            // Boxed: the call's future is large, and the lane's path should not carry it.
+            Box::pin(command.query_async(&mut connection))
                 .await
                 .map_err(redis_error)
         })
@@ -100,6 +149,25 @@ where
         Ok(reply(value))
     }
 }
+
+/// An iterator of a length known beforehand.
+struct ExactLength<I>(I, usize);
+
+impl<I: Iterator> Iterator for ExactLength<I> {
+    type Item = I::Item;
+
+    fn next(&mut self) -> Option<I::Item> {
+        let next = self.0.next();
+        self.1 = self.1.saturating_sub(usize::from(next.is_some()));
+        next
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.1, Some(self.1))
+    }
+}
+
+impl<I: Iterator> ExactSizeIterator for ExactLength<I> {}
 
 fn reply(value: Value) -> Reply {
     match value {

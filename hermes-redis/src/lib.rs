@@ -46,6 +46,8 @@ mod connect;
 mod driver;
 mod error;
 mod inspect;
+#[cfg(feature = "redis-rs")]
+mod lane;
 mod naming;
 mod prefetch;
 #[cfg(feature = "redis-rs")]

@@ -4,6 +4,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
+
+use crate::lane::DirectLane;
 use redis::{AsyncConnectionConfig, Client, Cmd, Pipeline, RedisError, RedisFuture, Value};
 
 /// A `redis::aio::MultiplexedConnection` that is replaced when it breaks.
@@ -13,8 +15,10 @@ use redis::{AsyncConnectionConfig, Client, Cmd, Pipeline, RedisError, RedisFutur
 /// reconnects, as it does after a call abandoned after waiting 4 s for its answer (a peer gone
 /// without a reset). A call is never sent twice. Clones share one connection, so their calls are pipelined on it.
 ///
-/// A command costs what it costs on the plain multiplexed connection, plus one short lock to
-/// clone the current connection.
+/// With a [direct lane](ReconnectingConnection::with_direct_lane), a command sent while no
+/// other call uses the lane goes on it instead, written and answered on the caller's task.
+/// Otherwise a command costs what it costs on the plain multiplexed connection, plus one short
+/// lock to clone the current connection.
 #[derive(Clone)]
 pub(crate) struct ReconnectingConnection {
     shared: Arc<Shared>,
@@ -27,6 +31,7 @@ struct Shared {
     /// Held while a new connection is opened, so that callers arriving meanwhile wait for it
     /// instead of each opening their own.
     opening: tokio::sync::Mutex<()>,
+    lane: Option<DirectLane>,
 }
 
 /// The connection in use and how many were opened before it: a call that saw connection `n`
@@ -57,8 +62,19 @@ impl ReconnectingConnection {
                     generation: 0,
                 }),
                 opening: tokio::sync::Mutex::new(()),
+                lane: None,
             }),
         })
+    }
+
+    /// The same connection, whose single commands go on a [`DirectLane`] of their own while no
+    /// other call uses it, when the client's server is one the lane speaks to (plain TCP,
+    /// RESP2). Call it before cloning.
+    pub(crate) fn with_direct_lane(mut self) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.lane = DirectLane::for_client(&shared.client);
+        }
+        self
     }
 
     fn current(&self) -> Option<(MultiplexedConnection, u64)> {
@@ -114,6 +130,48 @@ impl ReconnectingConnection {
         }
     }
 
+    /// Sends the command `pack` writes (see [`lane::pack`](crate::lane::pack)) on the
+    /// [direct lane](Self::with_direct_lane) and answers its reply; `None`, with nothing sent,
+    /// when there is no lane or another call uses it.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future closes the lane's connection; the command may have been sent.
+    pub(crate) async fn on_lane(
+        &self,
+        pack: impl FnOnce(&mut Vec<u8>),
+    ) -> Option<Result<Value, RedisError>> {
+        let lease = self.shared.lane.as_ref()?.take()?;
+        let (answer, lost) = lease.call(pack, || self.generation()).await;
+        if let Some(generation) = lost {
+            // The server closed a connection of the lane: the multiplexed one, if not newer,
+            // went with it; finding out only when a call fails on it would cost that call.
+            self.drop_connections_up_to(generation);
+        }
+        Some(answer)
+    }
+
+    /// The generation of the connection in use, or of the next one while none is.
+    fn generation(&self) -> u64 {
+        let current = self
+            .shared
+            .current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        current.generation + u64::from(current.connection.is_none())
+    }
+
+    /// Drops the connection in use when it is generation `newest` or older.
+    fn drop_connections_up_to(&self, newest: u64) {
+        let mut current = self
+            .shared
+            .current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if current.generation <= newest {
+            current.connection = None;
+        }
+    }
+
     fn drop_connection(&self, generation: u64) {
         let mut current = self
             .shared
@@ -151,6 +209,9 @@ impl Drop for HungIfDropped<'_> {
 impl ConnectionLike for ReconnectingConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
+            if let Some(answer) = self.on_lane(|out| cmd.write_packed_command(out)).await {
+                return answer;
+            }
             let (mut connection, generation) = self.connection().await?;
             let mut waiting = self.waiting(generation);
             let result = connection.send_packed_command(cmd).await;

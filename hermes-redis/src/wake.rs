@@ -186,8 +186,17 @@ pub(crate) fn poke(inner: &Arc<Inner>) {
             let Some(inner) = weak.upgrade() else { return };
             if inner.wakes.pending.swap(false, Ordering::AcqRel) {
                 gap = match send_poke(&inner).await {
+                    Ok(true) => POKE_GAP,
                     Ok(false) => (gap * 2).min(LONGEST_POKE_GAP),
-                    _ => POKE_GAP,
+                    Err(_) if gap < LONGEST_POKE_GAP => {
+                        // Lost on a broken connection: sent again after the gap (a few times,
+                        // further apart each time), so a send just before an outage keeps
+                        // its poke.
+                        inner.wakes.pending.store(true, Ordering::Release);
+                        notify.notify_one();
+                        gap * 2
+                    }
+                    Err(_) => POKE_GAP,
                 };
             }
             drop(inner);
