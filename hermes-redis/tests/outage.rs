@@ -2,90 +2,14 @@
 //! errors that name no credential, and every call keeps its documented bound while Redis is
 //! gone or frozen.
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+mod common;
+
 use std::time::{Duration, Instant};
+
+use common::own_redis::{OwnRedis, PASSWORD};
 
 use hermes_core::{DEFAULT_PRIORITY, Driver, Error, Message};
 use hermes_redis::{COMMAND_TIMEOUT, RedisOptions, RedisSetDriver};
-
-const PASSWORD: &str = "s3cret-pass";
-
-/// A `redis-server` child on a free loopback port, killed when dropped.
-struct OwnRedis {
-    child: Child,
-    port: u16,
-}
-
-impl OwnRedis {
-    fn start() -> OwnRedis {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        OwnRedis::start_on(port)
-    }
-
-    /// A new server on `port`, as a restarted Redis comes back on its port.
-    fn start_on(port: u16) -> OwnRedis {
-        let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-            .args([
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--requirepass",
-                PASSWORD,
-            ])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server is installed (the test command installs it)");
-        let started = Instant::now();
-        while !answers_ping(port) {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "redis-server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        OwnRedis { child, port }
-    }
-
-    fn url(&self, password: &str) -> String {
-        format!("redis://:{password}@127.0.0.1:{}/", self.port)
-    }
-
-    fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .args([signal, &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-}
-
-/// Whether a Redis on `port` answers a `PING` (with `-NOAUTH`, as it asks for a password): a
-/// server that only accepts connections may still be starting.
-fn answers_ping(port: u16) -> bool {
-    use std::io::{Read, Write};
-
-    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
-    let mut reply = [0u8; 1];
-    stream.write_all(b"PING\r\n").is_ok() && stream.read_exact(&mut reply).is_ok()
-}
-
-impl Drop for OwnRedis {
-    fn drop(&mut self) {
-        self.signal("-CONT");
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 async fn connect(fred: bool, url: &str) -> Result<RedisSetDriver, Error> {
     if fred {

@@ -3,6 +3,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod own_redis;
+
 use std::time::Duration;
 
 use hermes_core::{Error, async_trait};
