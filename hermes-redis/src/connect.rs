@@ -131,6 +131,10 @@ impl RedisSetDriver {
     }
 }
 
+/// How much sooner than the driver's bound fred's own timeout cuts a command.
+#[cfg(feature = "fred")]
+const FRED_MARGIN: std::time::Duration = std::time::Duration::from_millis(250);
+
 #[cfg(feature = "fred")]
 impl RedisSetDriver {
     /// Connects to `url` (`redis://host:port/db`, or `redis-cluster://host:port` for a cluster)
@@ -156,7 +160,12 @@ impl RedisSetDriver {
                 c.connection_timeout = COMMAND_TIMEOUT;
                 c.internal_command_timeout = COMMAND_TIMEOUT;
             })
-            .with_performance_config(|p| p.default_command_timeout = COMMAND_TIMEOUT)
+            // A little shorter than the driver's bound on each call, so that fred gives up on a
+            // command first: a command fred gave up on is never sent, while one whose caller
+            // merely stopped waiting is sent once fred reconnects.
+            .with_performance_config(|p| {
+                p.default_command_timeout = COMMAND_TIMEOUT.saturating_sub(FRED_MARGIN);
+            })
             .build()
             .map_err(|e| Error::Config {
                 driver: name,
