@@ -353,7 +353,11 @@ impl MessageBuilder {
 }
 
 fn new_id() -> String {
-    uuid::Uuid::new_v4().to_string()
+    let mut id = [0u8; uuid::fmt::Hyphenated::LENGTH];
+    uuid::Uuid::new_v4()
+        .hyphenated()
+        .encode_lower(&mut id)
+        .to_owned()
 }
 
 fn is_container(value: &Value) -> bool {
