@@ -115,13 +115,45 @@ pub(crate) fn outcome_label<'a>(
     label
 }
 
+/// The most `(type, priority)` keys of `hermes_emitted_total` a thread keeps built; a thread
+/// that emits more kinds builds the others at each emit.
+const EMITTED_KEYS_KEPT: usize = 32;
+
+thread_local! {
+    /// The keys of `hermes_emitted_total` this thread built, so an emit builds none.
+    static EMITTED_KEYS: std::cell::RefCell<Vec<(Priority, metrics::Key)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
 pub(crate) fn emitted(message: &Message, priority: Priority) {
-    metrics::counter!(
-        EMITTED_TOTAL,
-        "type" => message.message_type().to_owned(),
-        "priority" => priority.to_string()
-    )
-    .increment(1);
+    static METADATA: metrics::Metadata<'static> =
+        metrics::Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+    let message_type = message.message_type();
+    let increment = |key: &metrics::Key| {
+        metrics::with_recorder(|recorder| recorder.register_counter(key, &METADATA).increment(1));
+    };
+    EMITTED_KEYS.with_borrow_mut(|keys| {
+        let kept = keys.iter().find(|(p, key)| {
+            *p == priority
+                && key
+                    .labels()
+                    .any(|l| l.key() == "type" && l.value() == message_type)
+        });
+        if let Some((_, key)) = kept {
+            return increment(key);
+        }
+        let key = metrics::Key::from_parts(
+            EMITTED_TOTAL,
+            vec![
+                metrics::Label::new("type", message_type.to_owned()),
+                metrics::Label::new("priority", priority.to_string()),
+            ],
+        );
+        increment(&key);
+        if keys.len() < EMITTED_KEYS_KEPT {
+            keys.push((priority, key));
+        }
+    });
 }
 
 /// The outcomes, in the order of [`TypeMetrics::handled`].

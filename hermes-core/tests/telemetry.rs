@@ -14,8 +14,8 @@ use hermes_core::telemetry::{
     RETRIED_TOTAL, UNDECODABLE_TOTAL, WAIT_SECONDS,
 };
 use hermes_core::{
-    DEFAULT_PRIORITY, Dispatcher, DispatcherOptions, Emitter, HandlerError, Message, RetryPolicy,
-    handler_fn,
+    DEFAULT_PRIORITY, Dispatcher, DispatcherOptions, Driver, Emitter, HandlerError, Message,
+    RetryPolicy, handler_fn,
 };
 use hermes_testkit::{LogCapture, MemoryDriver};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
@@ -368,4 +368,38 @@ fn a_handle_span_records_the_traceparent_of_its_message() {
         [None, Some(TRACEPARENT.to_owned())],
         "recorded when the message has one"
     );
+}
+
+/// Emits of two types at two priorities, under one recorder and then another on the same
+/// thread: each counts its own, with its labels, whatever an earlier emit built.
+#[test]
+fn emits_count_under_whichever_recorder_is_installed() {
+    let driver = MemoryDriver::new();
+    driver.setup_priority_queue("urgent", 200).unwrap();
+    let emitter = Emitter::new(driver);
+    let emit_all = || async {
+        for (message_type, priority) in [("a", 100), ("b", 100), ("a", 200), ("a", 100)] {
+            emitter
+                .emit(&Message::new(message_type), priority)
+                .await
+                .unwrap();
+        }
+    };
+    for _ in 0..2 {
+        let recorder = DebuggingRecorder::new();
+        with_recorder(&recorder, emit_all());
+        let figures = read(&recorder);
+        let emitted = |t: &str, p: &str| {
+            figures
+                .get(&(
+                    EMITTED_TOTAL.to_owned(),
+                    labels(&[("type", t), ("priority", p)]),
+                ))
+                .copied()
+        };
+        assert_eq!(emitted("a", "100"), Some(2.0), "{figures:?}");
+        assert_eq!(emitted("b", "100"), Some(1.0));
+        assert_eq!(emitted("a", "200"), Some(1.0));
+        assert_eq!(emitted("b", "200"), None);
+    }
 }

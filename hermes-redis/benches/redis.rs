@@ -514,7 +514,8 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    multi_thread.block_on(async {
+    // On a worker thread, where a server's request handlers emit.
+    let on_worker = multi_thread.spawn(async move {
         if emit_only {
             emit_alone(n, "multi-thread").await;
         } else {
@@ -522,6 +523,7 @@ fn main() {
             bench(true, n).await;
         }
     });
+    multi_thread.block_on(on_worker).unwrap();
     drop(multi_thread);
     let current_thread = tokio::runtime::Builder::new_current_thread()
         .enable_all()
