@@ -11,7 +11,7 @@ use redis::{ErrorKind, ServerErrorKind, Value};
 
 use crate::NAME;
 use crate::client::{COMMAND_TIMEOUT, RedisClient, Reply};
-use crate::error::{bounded, redis_error};
+use crate::error::{bounded, no_answer, redis_error};
 use crate::reconnect::ReconnectingConnection;
 use crate::scripts::Script;
 
@@ -53,18 +53,27 @@ impl<C> RedisRsClient<C> {
         self
     }
 
-    /// The answer to the command of `parts` on the direct lane; `None`, with nothing sent,
-    /// when there is none or it is in use.
+    /// The answer to the command of `parts` (`what` for errors) on the direct lane, which
+    /// keeps the client's bound by itself; `None`, with nothing sent, when there is none or it
+    /// is in use.
     async fn on_lane<'a>(
         &self,
+        what: &str,
         parts: impl ExactSizeIterator<Item = &'a [u8]>,
-    ) -> Option<Result<Value, redis::RedisError>> {
+    ) -> Option<Result<Value, LaneError>> {
         let answer = self
             .lane
             .as_ref()?
-            .on_lane(|out| crate::lane::pack(out, parts))
+            .on_lane(|out| crate::lane::pack(out, parts), self.timeout)
             .await?;
-        Some(answer.and_then(Value::extract_error))
+        Some(match answer.and_then(Value::extract_error) {
+            Ok(value) => Ok(value),
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                Err(LaneError::NoScript(e))
+            }
+            Err(e) if e.is_timeout() => Err(LaneError::Hermes(no_answer(NAME, what, self.timeout))),
+            Err(e) => Err(LaneError::Hermes(redis_error(e))),
+        })
     }
 
     /// The same client with calls bounded by `timeout` instead of [`COMMAND_TIMEOUT`].
@@ -91,9 +100,11 @@ where
     }
 
     async fn eval(&self, script: Script, keys: &[&str], args: &[&[u8]]) -> Result<Reply, Error> {
+        const WHAT: &str = "a script call";
+        let source = script.source();
         let script = &self.scripts[&script];
-        let value: Value = bounded(NAME, self.timeout, "a script call", async {
-            let count = keys.len().to_string();
+        let count = keys.len().to_string();
+        let evalsha = || {
             let parts = [
                 b"EVALSHA".as_slice(),
                 script.get_hash().as_bytes(),
@@ -103,15 +114,25 @@ where
                 .into_iter()
                 .chain(keys.iter().map(|k| k.as_bytes()))
                 .chain(args.iter().copied());
-            match self
-                .on_lane(ExactLength(parts, 3 + keys.len() + args.len()))
-                .await
-            {
-                // Not loaded yet: the invocation below loads it.
-                Some(Err(e)) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {}
-                Some(answer) => return answer.map_err(redis_error),
-                None => {}
-            }
+            ExactLength(parts, 3 + keys.len() + args.len())
+        };
+        let load = [b"SCRIPT".as_slice(), b"LOAD", source.as_bytes()];
+        let mut answer = self.on_lane(WHAT, evalsha()).await;
+        if let Some(Err(LaneError::NoScript(_))) = answer {
+            // Not loaded yet (a restarted Redis, say): loaded, and run again.
+            answer = match self.on_lane(WHAT, load.into_iter()).await {
+                Some(Ok(_)) => self.on_lane(WHAT, evalsha()).await,
+                Some(Err(LaneError::Hermes(e))) => return Err(e),
+                Some(Err(LaneError::NoScript(_))) | None => None,
+            };
+        }
+        match answer {
+            Some(Ok(value)) => return Ok(reply(value)),
+            Some(Err(LaneError::Hermes(e))) => return Err(e),
+            // The lane is in use: the invocation below loads the script if need be.
+            Some(Err(LaneError::NoScript(_))) | None => {}
+        }
+        let value: Value = bounded(NAME, self.timeout, WHAT, async {
             let mut invocation = script.prepare_invoke();
             for key in keys {
                 invocation.key(*key);
@@ -130,11 +151,14 @@ where
     }
 
     async fn command(&self, name: &'static str, args: &[&[u8]]) -> Result<Reply, Error> {
+        let parts = std::iter::once(name.as_bytes()).chain(args.iter().copied());
+        match self.on_lane(name, ExactLength(parts, 1 + args.len())).await {
+            Some(Ok(value)) => return Ok(reply(value)),
+            Some(Err(LaneError::Hermes(e))) => return Err(e),
+            Some(Err(LaneError::NoScript(e))) => return Err(redis_error(e)),
+            None => {}
+        }
         let value: Value = bounded(NAME, self.timeout, name, async {
-            let parts = std::iter::once(name.as_bytes()).chain(args.iter().copied());
-            if let Some(answer) = self.on_lane(ExactLength(parts, 1 + args.len())).await {
-                return answer.map_err(redis_error);
-            }
             let mut command = redis::cmd(name);
             for arg in args {
                 command.arg(*arg);
@@ -148,6 +172,14 @@ where
         .await?;
         Ok(reply(value))
     }
+}
+
+/// How a call on the direct lane failed.
+enum LaneError {
+    /// The script is not loaded: the caller loads it.
+    NoScript(redis::RedisError),
+    /// Any other failure, as the driver reports it.
+    Hermes(Error),
 }
 
 /// An iterator of a length known beforehand.

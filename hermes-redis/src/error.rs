@@ -14,12 +14,17 @@ pub(crate) async fn bounded<T>(
 ) -> Result<T, Error> {
     match tokio::time::timeout(timeout, call).await {
         Ok(result) => result,
-        Err(_) => Err(Error::driver(
-            driver,
-            format!("{what} got no answer from Redis within {timeout:?}"),
-            true,
-        )),
+        Err(_) => Err(no_answer(driver, what, timeout)),
     }
+}
+
+/// The temporary error of a call, `what`, that Redis did not answer within `timeout`.
+pub(crate) fn no_answer(driver: &'static str, what: &str, timeout: Duration) -> Error {
+    Error::driver(
+        driver,
+        format!("{what} got no answer from Redis within {timeout:?}"),
+        true,
+    )
 }
 
 /// The error for credentials Redis refused: permanent, naming no credential.

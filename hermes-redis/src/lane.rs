@@ -6,12 +6,15 @@
 //! caller that finds the lane free skips them; callers meanwhile (concurrent emits) and
 //! pipelines go on the multiplexed connection, which pipelines them.
 
+use std::pin::Pin;
 use std::sync::{Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use redis::{Client, ConnectionAddr, ErrorKind, ProtocolVersion, RedisError, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::time::{Instant, Sleep};
 
 /// The free room kept in the read buffer before each read: a read that does not fill it tells
 /// the runtime that the socket is drained, which [`Open::looks_closed`] relies on.
@@ -37,16 +40,30 @@ enum Slot {
     Busy,
 }
 
-/// An open connection and its buffers.
+/// An open connection.
 struct Open {
-    stream: TcpStream,
-    read: Vec<u8>,
-    write: Vec<u8>,
-    /// The runtime the socket is registered with; a call on another one opens a new socket.
+    io: Io,
+    /// Cuts a call that waits too long. Set for the bound when a call finds it set more than
+    /// [`REARM_AFTER`] ago (or elapsed), so that most calls register no timer of their own.
+    deadline: Pin<Box<Sleep>>,
+    armed: Instant,
+    /// The runtime the socket and the timer are registered with; a call on another one opens
+    /// a new connection.
     runtime: tokio::runtime::Id,
     /// The tag the connection was opened with (see [`Lease::call`]).
     era: u64,
 }
+
+/// A socket and its buffers.
+struct Io {
+    stream: TcpStream,
+    read: Vec<u8>,
+    write: Vec<u8>,
+}
+
+/// How long a call's deadline may have been set before the call began: a call on the lane
+/// gives up after at least its bound less this, and at most its bound.
+pub(crate) const REARM_AFTER: Duration = Duration::from_secs(1);
 
 impl DirectLane {
     /// A lane to the server of `client`, when it is one the lane speaks to: plain TCP and
@@ -101,23 +118,36 @@ impl DirectLane {
         }
     }
 
-    async fn connect(&self, era: u64) -> Result<Open, RedisError> {
-        let stream = TcpStream::connect((self.host.as_str(), self.port)).await?;
-        stream.set_nodelay(true)?;
-        let mut open = Open {
-            stream,
-            read: Vec::with_capacity(READ_ROOM),
-            write: Vec::new(),
+    /// A new connection, ready for commands (authenticated, its database selected), within
+    /// `bound`.
+    async fn connect(&self, era: u64, bound: Duration) -> Result<Open, RedisError> {
+        let connecting = async {
+            let stream = TcpStream::connect((self.host.as_str(), self.port)).await?;
+            stream.set_nodelay(true)?;
+            let mut io = Io {
+                stream,
+                read: Vec::with_capacity(READ_ROOM),
+                write: Vec::new(),
+            };
+            if self.hello_replies > 0 {
+                io.stream.write_all(&self.hello).await?;
+                for _ in 0..self.hello_replies {
+                    io.reply().await?.extract_error()?;
+                }
+            }
+            Ok::<_, RedisError>(io)
+        };
+        let io = tokio::time::timeout(bound, connecting)
+            .await
+            .map_err(|_| no_answer())??;
+        let armed = Instant::now();
+        Ok(Open {
+            io,
+            deadline: Box::pin(tokio::time::sleep_until(armed + bound)),
+            armed,
             runtime: tokio::runtime::Handle::current().id(),
             era,
-        };
-        if self.hello_replies > 0 {
-            open.stream.write_all(&self.hello).await?;
-            for _ in 0..self.hello_replies {
-                open.reply().await?.extract_error()?;
-            }
-        }
-        Ok(open)
+        })
     }
 }
 
@@ -131,12 +161,15 @@ pub(crate) struct Lease<'a> {
 
 impl Lease<'_> {
     /// Sends the command `pack` writes (a RESP2 array of bulk strings) and reads its answer
-    /// (a server error is a `Value::ServerError`, as on the multiplexed connection). A connection that the server closed while idle, or that
-    /// belongs to another runtime, is replaced before anything is sent, so the command is
-    /// sent once at most. A new connection is tagged with `era()`.
+    /// (a server error is a `Value::ServerError`, as on the multiplexed connection), giving up
+    /// after `bound` at the most (see [`REARM_AFTER`]) with a timeout error. A connection that
+    /// the server closed while idle, or that belongs to another runtime, is replaced before
+    /// anything is sent, so the command is sent once at most. A new connection is tagged with
+    /// `era()`.
     ///
-    /// Also answers the tag of a connection the server closed or that failed (`None` when
-    /// none did): connections to the same server opened before it are likely lost too.
+    /// Also answers the tag of a connection the server closed, that failed, or that belongs
+    /// to another runtime (`None` when none did): connections to the same server opened before
+    /// it are likely lost too, or belong to a runtime that may not run any more.
     ///
     /// # Cancellation safety
     /// Dropping the future closes the lane's connection; the command may have been sent.
@@ -144,38 +177,53 @@ impl Lease<'_> {
         mut self,
         pack: impl FnOnce(&mut Vec<u8>),
         era: impl FnOnce() -> u64,
+        bound: Duration,
     ) -> (Result<Value, RedisError>, Option<u64>) {
         let mut lost = None;
         let mut open = match self.open.take() {
             Some(open) if open.in_this_runtime() && !open.server_closed() => open,
             stale => {
-                lost = stale
-                    .filter(|open| open.server_closed())
-                    .map(|open| open.era);
+                lost = stale.map(|open| open.era);
                 // Boxed: rare, and its future is larger than the call's.
-                match Box::pin(self.lane.connect(era())).await {
+                match Box::pin(self.lane.connect(era(), bound)).await {
                     Ok(open) => open,
                     Err(e) => return (Err(e), lost),
                 }
             }
         };
-        open.write.clear();
-        pack(&mut open.write);
-        let answer = match open.stream.write_all(&open.write).await {
-            Ok(()) => open.reply().await,
-            Err(e) => Err(e.into()),
+        let now = Instant::now();
+        if now.duration_since(open.armed) >= REARM_AFTER || open.deadline.is_elapsed() {
+            open.deadline.as_mut().reset(now + bound);
+            open.armed = now;
+        }
+        let Open { io, deadline, .. } = &mut open;
+        io.write.clear();
+        pack(&mut io.write);
+        let exchange = async {
+            io.stream.write_all(&io.write).await?;
+            io.reply().await
+        };
+        let answer = tokio::select! {
+            biased;
+            answer = exchange => answer,
+            () = deadline.as_mut() => Err(no_answer()),
         };
         match answer {
             // More than was asked for: the connection is out of step; answer, and close it.
-            Ok(value) if !open.read.is_empty() => (Ok(value), lost),
+            Ok(value) if !open.io.read.is_empty() => (Ok(value), lost),
             Ok(value) => {
                 self.open = Some(open);
                 (Ok(value), lost)
             }
-            Err(e) if e.is_unrecoverable_error() => (Err(e), Some(open.era)),
+            Err(e) if e.is_unrecoverable_error() && !e.is_timeout() => (Err(e), Some(open.era)),
             Err(e) => (Err(e), lost),
         }
     }
+}
+
+/// The error of a call that got no answer within its bound.
+fn no_answer() -> RedisError {
+    RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut))
 }
 
 impl Drop for Lease<'_> {
@@ -203,9 +251,11 @@ impl Open {
     /// connection, say. Asks the runtime, not the socket: no system call.
     fn server_closed(&self) -> bool {
         let mut context = Context::from_waker(Waker::noop());
-        matches!(self.stream.poll_read_ready(&mut context), Poll::Ready(_))
+        matches!(self.io.stream.poll_read_ready(&mut context), Poll::Ready(_))
     }
+}
 
+impl Io {
     /// Reads one whole answer.
     async fn reply(&mut self) -> Result<Value, RedisError> {
         let mut scan = Scan::default();

@@ -15,9 +15,9 @@ use redis::{AsyncConnectionConfig, Client, Cmd, Pipeline, RedisError, RedisFutur
 /// reconnects, as it does after a call abandoned after waiting 4 s for its answer (a peer gone
 /// without a reset). A call is never sent twice. Clones share one connection, so their calls are pipelined on it.
 ///
-/// With a [direct lane](ReconnectingConnection::with_direct_lane), a command sent while no
-/// other call uses the lane goes on it instead, written and answered on the caller's task.
-/// Otherwise a command costs what it costs on the plain multiplexed connection, plus one short
+/// With a [direct lane](ReconnectingConnection::with_direct_lane), [`on_lane`](Self::on_lane)
+/// sends a command on it while no other call uses it, written and answered on the caller's
+/// task. A command through `ConnectionLike` costs what it costs on the plain multiplexed connection, plus one short
 /// lock to clone the current connection.
 #[derive(Clone)]
 pub(crate) struct ReconnectingConnection {
@@ -131,20 +131,23 @@ impl ReconnectingConnection {
     }
 
     /// Sends the command `pack` writes (see [`lane::pack`](crate::lane::pack)) on the
-    /// [direct lane](Self::with_direct_lane) and answers its reply; `None`, with nothing sent,
-    /// when there is no lane or another call uses it.
+    /// [direct lane](Self::with_direct_lane) and answers its reply, or a timeout error after
+    /// `bound` at the most (see [`REARM_AFTER`](crate::lane::REARM_AFTER)); `None`, with
+    /// nothing sent, when there is no lane or another call uses it.
     ///
     /// # Cancellation safety
     /// Dropping the future closes the lane's connection; the command may have been sent.
     pub(crate) async fn on_lane(
         &self,
         pack: impl FnOnce(&mut Vec<u8>),
+        bound: Duration,
     ) -> Option<Result<Value, RedisError>> {
         let lease = self.shared.lane.as_ref()?.take()?;
-        let (answer, lost) = lease.call(pack, || self.generation()).await;
+        let (answer, lost) = lease.call(pack, || self.generation(), bound).await;
         if let Some(generation) = lost {
-            // The server closed a connection of the lane: the multiplexed one, if not newer,
-            // went with it; finding out only when a call fails on it would cost that call.
+            // The server closed a connection of the lane, or it belonged to another runtime:
+            // the multiplexed one, if not newer, went with it or is in that runtime too, and
+            // finding out only when a call fails on it would cost that call.
             self.drop_connections_up_to(generation);
         }
         Some(answer)
@@ -209,9 +212,6 @@ impl Drop for HungIfDropped<'_> {
 impl ConnectionLike for ReconnectingConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            if let Some(answer) = self.on_lane(|out| cmd.write_packed_command(out)).await {
-                return answer;
-            }
             let (mut connection, generation) = self.connection().await?;
             let mut waiting = self.waiting(generation);
             let result = connection.send_packed_command(cmd).await;
