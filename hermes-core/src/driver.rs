@@ -480,6 +480,11 @@ impl fmt::Debug for Receipt {
     }
 }
 
+/// The future of a driver call, as `async_trait` boxes it.
+type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// `Driver` for `Arc<D>` and `Box<D>`. The calls on the hot path (send, receive, ack and the
+/// like) hand back the inner driver's boxed future as it is, rather than boxing it again.
 macro_rules! delegate_driver {
     ($($wrapper:ident),*) => {$(
         #[async_trait]
@@ -493,31 +498,65 @@ macro_rules! delegate_driver {
             fn setup_priority_queue(&self, name: &str, priority: Priority) -> Result<(), Error> {
                 (**self).setup_priority_queue(name, priority)
             }
-            async fn send(&self, message: &Message, priority: Priority) -> Result<(), Error> {
-                (**self).send(message, priority).await
+            fn send<'life0, 'life1, 'async_trait>(
+                &'life0 self,
+                message: &'life1 Message, priority: Priority,
+            ) -> BoxFuture<'async_trait, Result<(), Error>>
+            where
+                'life0: 'async_trait, 'life1: 'async_trait,
+                Self: 'async_trait,
+            {
+                (**self).send(message, priority)
             }
-            async fn send_batch(
-                &self,
-                messages: &[Message],
-                priority: Priority,
-            ) -> Result<(), Error> {
-                (**self).send_batch(messages, priority).await
+            fn send_batch<'life0, 'life1, 'async_trait>(
+                &'life0 self,
+                messages: &'life1 [Message], priority: Priority,
+            ) -> BoxFuture<'async_trait, Result<(), Error>>
+            where
+                'life0: 'async_trait, 'life1: 'async_trait,
+                Self: 'async_trait,
+            {
+                (**self).send_batch(messages, priority)
             }
-            async fn receive(
-                &self,
-                priorities: &[Priority],
-                wait: Duration,
-            ) -> Result<Option<Delivery>, Error> {
-                (**self).receive(priorities, wait).await
+            fn receive<'life0, 'life1, 'async_trait>(
+                &'life0 self,
+                priorities: &'life1 [Priority], wait: Duration,
+            ) -> BoxFuture<'async_trait, Result<Option<Delivery>, Error>>
+            where
+                'life0: 'async_trait, 'life1: 'async_trait,
+                Self: 'async_trait,
+            {
+                (**self).receive(priorities, wait)
             }
-            async fn ack(&self, delivery: &Delivery) -> Result<(), Error> {
-                (**self).ack(delivery).await
+            fn ack<'life0, 'life1, 'async_trait>(
+                &'life0 self,
+                delivery: &'life1 Delivery,
+            ) -> BoxFuture<'async_trait, Result<(), Error>>
+            where
+                'life0: 'async_trait, 'life1: 'async_trait,
+                Self: 'async_trait,
+            {
+                (**self).ack(delivery)
             }
-            async fn nack(&self, delivery: &Delivery) -> Result<(), Error> {
-                (**self).nack(delivery).await
+            fn nack<'life0, 'life1, 'async_trait>(
+                &'life0 self,
+                delivery: &'life1 Delivery,
+            ) -> BoxFuture<'async_trait, Result<(), Error>>
+            where
+                'life0: 'async_trait, 'life1: 'async_trait,
+                Self: 'async_trait,
+            {
+                (**self).nack(delivery)
             }
-            async fn extend(&self, delivery: &Delivery, by: Duration) -> Result<(), Error> {
-                (**self).extend(delivery, by).await
+            fn extend<'life0, 'life1, 'async_trait>(
+                &'life0 self,
+                delivery: &'life1 Delivery, by: Duration,
+            ) -> BoxFuture<'async_trait, Result<(), Error>>
+            where
+                'life0: 'async_trait, 'life1: 'async_trait,
+                Self: 'async_trait,
+            {
+                (**self).extend(delivery, by)
             }
             async fn flush(&self) -> Result<(), Error> {
                 (**self).flush().await

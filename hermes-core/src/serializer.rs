@@ -319,6 +319,18 @@ fn write_float(out: &mut Vec<u8>, value: f64, field: &str) -> Result<(), Error> 
     // ryu gives the shortest round-trip digits, as "-1.2345e-7", "1.0", "0.0001" or "1e16".
     let mut buffer = ryu::Buffer::new();
     let text = buffer.format_finite(value).as_bytes();
+    if (1.0..1e15).contains(&value.abs()) {
+        // Times and most other numbers: ryu writes them in fixed notation as PHP does, but
+        // for the ".0" of a whole number.
+        out.extend_from_slice(text.strip_suffix(b".0").unwrap_or(text));
+        return Ok(());
+    }
+    write_digits(out, text);
+    Ok(())
+}
+
+/// Writes ryu's `text` of a number as PHP does (see [`write_float`]).
+fn write_digits(out: &mut Vec<u8>, text: &[u8]) {
     let (negative, text) = match text.split_first() {
         Some((b'-', rest)) => (true, rest),
         _ => (false, text),
@@ -386,7 +398,6 @@ fn write_float(out: &mut Vec<u8>, value: f64, field: &str) -> Result<(), Error> 
             out.extend_from_slice(&digits[decpt..]);
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -444,6 +455,32 @@ mod tests {
                 digits(&text) <= digits(&shortest).max(1),
                 "{text} {shortest}"
             );
+        }
+    }
+
+    #[test]
+    fn the_short_way_for_common_numbers_writes_what_the_long_way_does() {
+        let mut values = vec![
+            1.0,
+            1e15 - 0.5,
+            999_999_999_999_999.9,
+            123.0,
+            1_700_000_000.0,
+        ];
+        for _ in 0..100_000 {
+            values.push((rand::random::<f64>() * 2e15).round() / 1e6);
+            values.push(rand::random::<f64>() * 1e15);
+            values.push(1.0 + rand::random::<f64>() * 1000.0);
+        }
+        for value in values.into_iter().filter(|v| (1.0..1e15).contains(v)) {
+            for value in [value, -value] {
+                let mut long = Vec::new();
+                write_digits(
+                    &mut long,
+                    ryu::Buffer::new().format_finite(value).as_bytes(),
+                );
+                assert_eq!(float(value).as_bytes(), long, "{value:e}");
+            }
         }
     }
 
