@@ -266,11 +266,8 @@ fn write_string(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
     // Runs of plain ASCII are copied whole; only the bytes that need escaping stop the run.
     let (mut start, mut i) = (0, 0);
-    while i < bytes.len() {
-        if PLAIN[usize::from(bytes[i])] {
-            i += 1;
-            continue;
-        }
+    while let Some(plain) = bytes[i..].iter().position(|&b| !PLAIN[usize::from(b)]) {
+        i += plain;
         let b = bytes[i];
         let short: Option<&[u8]> = match b {
             b'"' => Some(b"\\\""),
@@ -281,10 +278,6 @@ fn write_string(out: &mut Vec<u8>, s: &str) {
             b'\n' => Some(b"\\n"),
             b'\r' => Some(b"\\r"),
             b'\t' => Some(b"\\t"),
-            0x20..0x80 => {
-                i += 1;
-                continue;
-            }
             _ => None,
         };
         out.extend_from_slice(&bytes[start..i]);

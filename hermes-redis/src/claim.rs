@@ -1,6 +1,7 @@
 //! Claims: the claim script that takes messages (and promotes due ones, and returns expired
 //! claims), what it took, a taken message turned into a delivery, and a claim given back.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use hermes_core::time::unix_now;
@@ -102,7 +103,7 @@ impl RedisSetDriver {
             &inner.keys.legacy_schedule_priorities,
             &inner.keys.in_flight,
         ];
-        keys.extend(sets.iter().map(|(_, key, _)| key.as_str()));
+        keys.extend(sets.iter().map(|(_, key, _)| &**key));
         let mut args: Vec<String> = vec![
             unix_now().to_string(),
             visibility.to_string(),
@@ -208,11 +209,11 @@ impl RedisSetDriver {
     }
 
     /// The set of `priority`, or the default set when it has none any more.
-    pub(crate) fn set_of(&self, priority: Priority) -> String {
+    pub(crate) fn set_of(&self, priority: Priority) -> Arc<str> {
         self.inner
             .sets
             .get_or(priority, DEFAULT_PRIORITY)
-            .unwrap_or_else(|| self.inner.keys.default_set.clone())
+            .unwrap_or_else(|| self.inner.keys.default_set.as_str().into())
     }
 
     /// Gives back every one of `taken`; the first error, if any, after trying all.

@@ -68,7 +68,7 @@ pub(crate) struct Inner {
     pub(crate) options: RedisOptions,
     pub(crate) keys: Keys,
     pub(crate) serializer: Arc<dyn Serializer>,
-    pub(crate) sets: PriorityQueues<String>,
+    pub(crate) sets: PriorityQueues<Arc<str>>,
     /// Messages claimed ahead for this process.
     pub(crate) buffer: Mutex<VecDeque<Taken>>,
     /// One claim script at a time per process.
@@ -97,7 +97,7 @@ impl RedisSetDriver {
         options: RedisOptions,
     ) -> Result<Self, Error> {
         let keys = Keys::new(&options)?;
-        let sets = PriorityQueues::with(DEFAULT_PRIORITY, keys.default_set.clone());
+        let sets = PriorityQueues::with(DEFAULT_PRIORITY, keys.default_set.as_str().into());
         Ok(RedisSetDriver::build(
             client,
             keys,
@@ -127,7 +127,7 @@ impl RedisSetDriver {
         keys: Keys,
         options: RedisOptions,
         serializer: Arc<dyn Serializer>,
-        sets: PriorityQueues<String>,
+        sets: PriorityQueues<Arc<str>>,
         open: Option<OpenListener>,
     ) -> Self {
         let open = open.filter(|_| options.wake_ups);
@@ -244,7 +244,7 @@ impl Driver for RedisSetDriver {
 
     fn setup_priority_queue(&self, name: &str, priority: Priority) -> Result<(), Error> {
         let key = self.inner.keys.set(name)?;
-        self.inner.sets.insert(priority, key);
+        self.inner.sets.insert(priority, key.into());
         Ok(())
     }
 

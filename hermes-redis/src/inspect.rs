@@ -78,7 +78,7 @@ impl RedisSetDriver {
     fn claimed_ahead(&self, set: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
         self.buffer()
             .iter()
-            .filter(|t| t.claimed && self.set_of(t.priority) == set)
+            .filter(|t| t.claimed && *self.set_of(t.priority) == *set)
             .map(|t| (t.claim().to_vec(), t.body().to_vec()))
             .collect()
     }
@@ -191,7 +191,7 @@ impl RedisSetDriver {
                     Figure::Exact(Duration::try_from_secs_f64(now - due).unwrap_or_default())
                 })
             };
-            let mut queue = QueueStats::unknown(set.clone(), *priority);
+            let mut queue = QueueStats::unknown(set.to_string(), *priority);
             queue.waiting = Figure::Exact(waiting);
             queue.delayed = Figure::Exact(count(later));
             queue.in_flight = if self.at_least_once() {

@@ -42,7 +42,7 @@ impl RedisSetDriver {
         let lock = self.unique_key(unique.key());
         let keys = [
             lock.as_str(),
-            set.as_str(),
+            &*set,
             &self.inner.keys.schedule,
             &self.inner.keys.schedule_index,
         ];
