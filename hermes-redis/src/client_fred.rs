@@ -26,6 +26,9 @@ pub struct FredClient {
     client: Client,
     scripts: HashMap<Script, FredScript>,
     timeout: Duration,
+    /// Whether fred's own timeout ends every command within `timeout`, so that a command
+    /// needs no timer of the driver's as well.
+    bounded_by_fred: bool,
 }
 
 impl FredClient {
@@ -36,6 +39,7 @@ impl FredClient {
             .map(|s| (*s, FredScript::from_lua(s.source())))
             .collect();
         FredClient {
+            bounded_by_fred: bounded_by_fred(&client, COMMAND_TIMEOUT),
             client,
             scripts,
             timeout: COMMAND_TIMEOUT,
@@ -46,8 +50,16 @@ impl FredClient {
     #[must_use]
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self.bounded_by_fred = bounded_by_fred(&self.client, timeout);
         self
     }
+}
+
+/// Whether `client` gives up on each command by itself within `timeout` (`connect_fred` sets
+/// its timeout a little below the driver's bound).
+fn bounded_by_fred(client: &Client, timeout: Duration) -> bool {
+    let own = client.perf_config().default_command_timeout;
+    !own.is_zero() && own <= timeout
 }
 
 impl fmt::Debug for FredClient {
@@ -88,10 +100,14 @@ impl RedisClient for FredClient {
             .collect();
         let command = CustomCommand::new_static(name, ClusterHash::FirstKey, false);
         let call = Box::pin(self.client.custom::<Value, Value>(command, args));
-        let value: Value = bounded(FRED_NAME, self.timeout, name, async {
-            call.await.map_err(fred_error)
-        })
-        .await?;
+        let value: Value = if self.bounded_by_fred {
+            call.await.map_err(fred_error)?
+        } else {
+            bounded(FRED_NAME, self.timeout, name, async {
+                call.await.map_err(fred_error)
+            })
+            .await?
+        };
         Ok(reply(value))
     }
 }
