@@ -1,9 +1,11 @@
 //! Redis driver throughput beside raw client loops in the same run, for both client
-//! libraries: emit (raw: the library's `SADD` loop, an `SADD` loop on a bare socket, and
-//! `redis-benchmark -c 1`), handle with a no-op handler at concurrency 1 and 8
-//! (raw: an `SPOP` loop), the median emit-to-handle latency of an idle worker, and the client
-//! CPU time per handled message; then the one-by-one emit again on tokio's current-thread
-//! runtime.
+//! libraries: emit one by one (raw: the library's `SADD` loop, an `SADD` loop on a bare
+//! socket, and `redis-benchmark -c 1`, in rounds that take turns), from 8 tasks and in batches
+//! of 100 (beside the same single-client loops), handle with a no-op handler at concurrency 1
+//! and 8 (raw: an `SPOP` loop), the emit-to-handle latency of an idle worker and the commands
+//! it sends, and the client CPU time per message; then the one-by-one emit again on tokio's
+//! current-thread runtime. The multi-thread figures run on a worker thread of the runtime, as
+//! a server's request handlers do.
 //!
 //! `cargo bench -p hermes-redis --bench redis` (`HERMES_REDIS_URL`, default
 //! redis://127.0.0.1:6379; `HERMES_BENCH_N` messages per figure, default 20,000;
@@ -254,17 +256,35 @@ fn median(times: &mut [Duration]) -> Duration {
     times[times.len() / 2]
 }
 
+/// The single-client loops' times for the same messages, to set other figures beside.
+struct Baselines(Vec<(Contender, Duration)>);
+
+impl Baselines {
+    /// Prints `what`, `n` messages in `took`, beside each baseline.
+    fn print(&self, what: &str, n: usize, took: Duration) {
+        for (contender, raw) in &self.0 {
+            print_ratio(
+                &format!("{what} (raw: {})", contender.label()),
+                n,
+                took,
+                *raw,
+            );
+        }
+    }
+}
+
 /// One emitter sending `n` messages one by one to `key`, beside three baselines (the
 /// library's loop, a socket loop, `redis-benchmark`), in rounds of [`PER_ROUND`] messages that
 /// take turns: prints the figure against each (`runtime` names the runtime when it is not the
-/// default one) and returns the library loop's time and the emitter.
+/// default one) and returns each single-client baseline's time for `n` messages, as
+/// [`Baselines`], and the emitter.
 async fn emit_one_by_one(
     fred: bool,
     key: &str,
     n: usize,
     raw: &mut Raw,
     runtime: &str,
-) -> (Duration, Arc<Emitter>) {
+) -> (Baselines, Arc<Emitter>) {
     const CONTENDERS: [Contender; 4] = [
         Contender::Ours,
         Contender::Library,
@@ -372,7 +392,14 @@ async fn emit_one_by_one(
             ratios[rounds * 3 / 4],
         );
     }
-    (took[1], Arc::new(emitter))
+    let baselines = Baselines(
+        [1, 2, 3]
+            .into_iter()
+            .filter(|&i| !(CONTENDERS[i] == Contender::RedisBenchmark && missing_benchmark))
+            .map(|i| (CONTENDERS[i], took[i]))
+            .collect(),
+    );
+    (baselines, Arc::new(emitter))
 }
 
 /// The one-by-one emit figure of both libraries alone, on the runtime `runtime` names.
@@ -394,19 +421,22 @@ async fn bench(fred: bool, n: usize) {
     raw.del(&keys(&key)).await;
     println!("-- {library} ({n} messages per figure)");
 
-    let (raw_emit, emitter) = emit_one_by_one(fred, &key, n, &mut raw, "").await;
+    let (baselines, emitter) = emit_one_by_one(fred, &key, n, &mut raw, "").await;
 
-    // Eight tasks on one driver (its connection pipelines them), and batches of 100.
+    // Eight tasks on one driver (its connection pipelines them), and batches of 100, beside
+    // the single-client loops.
+    let cpu = cpu_time();
     let took = emit_from_tasks(emitter.clone(), 8, n / 8, sample).await;
-    print_ratio("emit, 8 tasks (raw: SADD loop)", n / 8 * 8, took, raw_emit);
+    let cpu = cpu_time() - cpu;
+    baselines.print("emit, 8 tasks", n / 8 * 8, took);
+    println!(
+        "{:<44} {:.1} µs of client CPU per message",
+        "",
+        cpu.as_secs_f64() * 1e6 / (n / 8 * 8) as f64
+    );
     raw.del(&keys(&key)).await;
     let took = emit_in_batches(&emitter, n / 100, 100, sample).await;
-    print_ratio(
-        "emit_batch of 100 (raw: SADD loop)",
-        n / 100 * 100,
-        took,
-        raw_emit,
-    );
+    baselines.print("emit_batch of 100", n / 100 * 100, took);
     raw.del(&keys(&key)).await;
 
     // The raw consumer: one SPOP per message.
