@@ -132,28 +132,42 @@ pub(crate) fn emitted(message: &Message, priority: Priority) {
     let increment = |key: &metrics::Key| {
         metrics::with_recorder(|recorder| recorder.register_counter(key, &METADATA).increment(1));
     };
-    EMITTED_KEYS.with_borrow_mut(|keys| {
+    let build = || {
+        metrics::Key::from_parts(
+            EMITTED_TOTAL,
+            vec![
+                metrics::Label::new("type", message_type.to_owned()),
+                metrics::Label::new("priority", priority.to_string()),
+            ],
+        )
+    };
+    // Without the thread's keys (a recorder that emits from inside, or a thread ending), the
+    // key is built for this emit alone.
+    let cached = EMITTED_KEYS.try_with(|keys| {
+        let Ok(mut keys) = keys.try_borrow_mut() else {
+            return false;
+        };
         let kept = keys.iter().find(|(p, key)| {
             *p == priority
                 && key
                     .labels()
                     .any(|l| l.key() == "type" && l.value() == message_type)
         });
-        if let Some((_, key)) = kept {
-            return increment(key);
+        match kept {
+            Some((_, key)) => increment(key),
+            None => {
+                let key = build();
+                increment(&key);
+                if keys.len() < EMITTED_KEYS_KEPT {
+                    keys.push((priority, key));
+                }
+            }
         }
-        let key = metrics::Key::from_parts(
-            EMITTED_TOTAL,
-            vec![
-                metrics::Label::new("type", message_type.to_owned()),
-                metrics::Label::new("priority", priority.to_string()),
-            ],
-        );
-        increment(&key);
-        if keys.len() < EMITTED_KEYS_KEPT {
-            keys.push((priority, key));
-        }
+        true
     });
+    if cached != Ok(true) {
+        increment(&build());
+    }
 }
 
 /// The outcomes, in the order of [`TypeMetrics::handled`].

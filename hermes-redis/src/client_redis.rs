@@ -11,7 +11,7 @@ use redis::{ErrorKind, ServerErrorKind, Value};
 
 use crate::NAME;
 use crate::client::{COMMAND_TIMEOUT, RedisClient, Reply};
-use crate::error::{bounded, no_answer, redis_error};
+use crate::error::{bounded_by, deadline, no_answer, redis_error};
 use crate::reconnect::ReconnectingConnection;
 use crate::scripts::Script;
 
@@ -54,17 +54,18 @@ impl<C> RedisRsClient<C> {
     }
 
     /// The answer to the command of `parts` (`what` for errors) on the direct lane, which
-    /// keeps the client's bound by itself; `None`, with nothing sent, when there is none or it
+    /// ends by `until` by itself; `None`, with nothing sent, when there is none or it
     /// is in use.
     async fn on_lane<'a>(
         &self,
         what: &str,
         parts: impl ExactSizeIterator<Item = &'a [u8]>,
+        until: tokio::time::Instant,
     ) -> Option<Result<Value, LaneError>> {
         let answer = self
             .lane
             .as_ref()?
-            .on_lane(|out| crate::lane::pack(out, parts), self.timeout)
+            .on_lane(|out| crate::lane::pack(out, parts), until)
             .await?;
         Some(match answer.and_then(Value::extract_error) {
             Ok(value) => Ok(value),
@@ -117,11 +118,13 @@ where
             ExactLength(parts, 3 + keys.len() + args.len())
         };
         let load = [b"SCRIPT".as_slice(), b"LOAD", source.as_bytes()];
-        let mut answer = self.on_lane(WHAT, evalsha()).await;
+        // One limit for the whole call, however many steps it takes.
+        let until = deadline(self.timeout);
+        let mut answer = self.on_lane(WHAT, evalsha(), until).await;
         if let Some(Err(LaneError::NoScript(_))) = answer {
             // Not loaded yet (a restarted Redis, say): loaded, and run again.
-            answer = match self.on_lane(WHAT, load.into_iter()).await {
-                Some(Ok(_)) => self.on_lane(WHAT, evalsha()).await,
+            answer = match self.on_lane(WHAT, load.into_iter(), until).await {
+                Some(Ok(_)) => self.on_lane(WHAT, evalsha(), until).await,
                 Some(Err(LaneError::Hermes(e))) => return Err(e),
                 Some(Err(LaneError::NoScript(_))) | None => None,
             };
@@ -132,7 +135,7 @@ where
             // The lane is in use: the invocation below loads the script if need be.
             Some(Err(LaneError::NoScript(_))) | None => {}
         }
-        let value: Value = bounded(NAME, self.timeout, WHAT, async {
+        let value: Value = bounded_by(NAME, until, self.timeout, WHAT, async {
             let mut invocation = script.prepare_invoke();
             for key in keys {
                 invocation.key(*key);
@@ -152,13 +155,17 @@ where
 
     async fn command(&self, name: &'static str, args: &[&[u8]]) -> Result<Reply, Error> {
         let parts = std::iter::once(name.as_bytes()).chain(args.iter().copied());
-        match self.on_lane(name, ExactLength(parts, 1 + args.len())).await {
+        let until = deadline(self.timeout);
+        match self
+            .on_lane(name, ExactLength(parts, 1 + args.len()), until)
+            .await
+        {
             Some(Ok(value)) => return Ok(reply(value)),
             Some(Err(LaneError::Hermes(e))) => return Err(e),
             Some(Err(LaneError::NoScript(e))) => return Err(redis_error(e)),
             None => {}
         }
-        let value: Value = bounded(NAME, self.timeout, name, async {
+        let value: Value = bounded_by(NAME, until, self.timeout, name, async {
             let mut command = redis::cmd(name);
             for arg in args {
                 command.arg(*arg);

@@ -24,7 +24,9 @@ impl RedisSetDriver {
     /// connection's task, so a single emitter goes at the speed of a bare socket; calls made
     /// meanwhile go on the multiplexed connection, which pipelines them. A lane connection
     /// that Redis closed while idle is replaced before the next call, and then the
-    /// multiplexed one too.
+    /// multiplexed one too; so are both after a `READONLY` answer (a failover behind the same
+    /// address). A call on the lane gives up at its bound or up to a second before it, never
+    /// after.
     ///
     /// # Errors
     /// [`Error::Config`] for a bad URL or refused credentials; a temporary error when Redis

@@ -8,7 +8,7 @@
 
 use std::pin::Pin;
 use std::sync::{Mutex, PoisonError};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 use redis::{Client, ConnectionAddr, ErrorKind, ProtocolVersion, RedisError, Value};
@@ -16,8 +16,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 
-/// The free room kept in the read buffer before each read: a read that does not fill it tells
-/// the runtime that the socket is drained, which [`Open::looks_closed`] relies on.
+/// The free room kept in the read buffer before each read: on Linux and the BSDs a read that
+/// does not fill it tells the runtime that the socket is drained, so that
+/// [`Open::server_closed`] rarely needs a read of its own.
 const READ_ROOM: usize = 16 * 1024;
 
 /// A connection used by one call at a time, opened when first used and again after it broke.
@@ -43,10 +44,11 @@ enum Slot {
 /// An open connection.
 struct Open {
     io: Io,
-    /// Cuts a call that waits too long. Set for the bound when a call finds it set more than
-    /// [`REARM_AFTER`] ago (or elapsed), so that most calls register no timer of their own.
+    /// Cuts a call that waits too long, at `until`. Set again only when a call's own limit
+    /// is earlier, or more than [`REARM_AFTER`] later, so that most calls register no timer
+    /// of their own.
     deadline: Pin<Box<Sleep>>,
-    armed: Instant,
+    until: Instant,
     /// The runtime the socket and the timer are registered with; a call on another one opens
     /// a new connection.
     runtime: tokio::runtime::Id,
@@ -61,9 +63,12 @@ struct Io {
     write: Vec<u8>,
 }
 
-/// How long a call's deadline may have been set before the call began: a call on the lane
-/// gives up after at least its bound less this, and at most its bound.
+/// How much before its limit a call on the lane may give up: the connection's deadline is
+/// kept while it falls within that much before the call's limit.
 pub(crate) const REARM_AFTER: Duration = Duration::from_secs(1);
+
+/// Above this capacity, a buffer is given back after the answer that grew it.
+const KEEP_AT_MOST: usize = 1 << 20;
 
 impl DirectLane {
     /// A lane to the server of `client`, when it is one the lane speaks to: plain TCP and
@@ -118,9 +123,9 @@ impl DirectLane {
         }
     }
 
-    /// A new connection, ready for commands (authenticated, its database selected), within
-    /// `bound`.
-    async fn connect(&self, era: u64, bound: Duration) -> Result<Open, RedisError> {
+    /// A new connection, ready for commands (authenticated, its database selected), by
+    /// `until`.
+    async fn connect(&self, era: u64, until: Instant) -> Result<Open, RedisError> {
         let connecting = async {
             let stream = TcpStream::connect((self.host.as_str(), self.port)).await?;
             stream.set_nodelay(true)?;
@@ -137,14 +142,13 @@ impl DirectLane {
             }
             Ok::<_, RedisError>(io)
         };
-        let io = tokio::time::timeout(bound, connecting)
+        let io = tokio::time::timeout_at(until, connecting)
             .await
             .map_err(|_| no_answer())??;
-        let armed = Instant::now();
         Ok(Open {
             io,
-            deadline: Box::pin(tokio::time::sleep_until(armed + bound)),
-            armed,
+            deadline: Box::pin(tokio::time::sleep_until(until)),
+            until,
             runtime: tokio::runtime::Handle::current().id(),
             era,
         })
@@ -162,40 +166,43 @@ pub(crate) struct Lease<'a> {
 impl Lease<'_> {
     /// Sends the command `pack` writes (a RESP2 array of bulk strings) and reads its answer
     /// (a server error is a `Value::ServerError`, as on the multiplexed connection), giving up
-    /// after `bound` at the most (see [`REARM_AFTER`]) with a timeout error. A connection that
-    /// the server closed while idle, or that belongs to another runtime, is replaced before
-    /// anything is sent, so the command is sent once at most. A new connection is tagged with
-    /// `era()`.
+    /// with a timeout error at `until` at the latest, and at `until` less [`REARM_AFTER`] at
+    /// the earliest. A connection that the server closed while idle, or that belongs to
+    /// another runtime, is replaced before anything is sent, so the command is sent once at
+    /// most. A new connection is tagged with `era()`.
     ///
-    /// Also answers the tag of a connection the server closed, that failed, or that belongs
-    /// to another runtime (`None` when none did): connections to the same server opened before
-    /// it are likely lost too, or belong to a runtime that may not run any more.
+    /// `lost` is told, as soon as it is known, the tag of a connection of the lane that the
+    /// server closed, that failed, or whose server turned into a replica (`READONLY`):
+    /// connections to the same server opened before it are likely gone too.
     ///
     /// # Cancellation safety
     /// Dropping the future closes the lane's connection; the command may have been sent.
     pub(crate) async fn call(
         mut self,
         pack: impl FnOnce(&mut Vec<u8>),
+        until: Instant,
         era: impl FnOnce() -> u64,
-        bound: Duration,
-    ) -> (Result<Value, RedisError>, Option<u64>) {
-        let mut lost = None;
-        let mut open = match self.open.take() {
-            Some(open) if open.in_this_runtime() && !open.server_closed() => open,
-            stale => {
-                lost = stale.map(|open| open.era);
-                // Boxed: rare, and its future is larger than the call's.
-                match Box::pin(self.lane.connect(era(), bound)).await {
-                    Ok(open) => open,
-                    Err(e) => return (Err(e), lost),
+        lost: impl Fn(u64),
+    ) -> Result<Value, RedisError> {
+        let reusable = match self.open.take() {
+            Some(mut open) if open.in_this_runtime() => {
+                if open.server_closed() {
+                    lost(open.era);
+                    None
+                } else {
+                    Some(open)
                 }
             }
+            // Of another runtime: replaced, the multiplexed connection kept (the other
+            // runtime may well run on).
+            _ => None,
         };
-        let now = Instant::now();
-        if now.duration_since(open.armed) >= REARM_AFTER || open.deadline.is_elapsed() {
-            open.deadline.as_mut().reset(now + bound);
-            open.armed = now;
-        }
+        let mut open = match reusable {
+            Some(open) => open,
+            // Boxed: rare, and its future is larger than the call's.
+            None => Box::pin(self.lane.connect(era(), until)).await?,
+        };
+        open.arm(until);
         let Open { io, deadline, .. } = &mut open;
         io.write.clear();
         pack(&mut io.write);
@@ -210,13 +217,23 @@ impl Lease<'_> {
         };
         match answer {
             // More than was asked for: the connection is out of step; answer, and close it.
-            Ok(value) if !open.io.read.is_empty() => (Ok(value), lost),
-            Ok(value) => {
-                self.open = Some(open);
-                (Ok(value), lost)
+            Ok(value) if !open.io.read.is_empty() => Ok(value),
+            // A failover behind the same address: this server takes no writes any more.
+            Ok(Value::ServerError(e)) if e.code() == "READONLY" => {
+                lost(open.era);
+                Ok(Value::ServerError(e))
             }
-            Err(e) if e.is_unrecoverable_error() && !e.is_timeout() => (Err(e), Some(open.era)),
-            Err(e) => (Err(e), lost),
+            Ok(value) => {
+                open.io.shrink();
+                self.open = Some(open);
+                Ok(value)
+            }
+            Err(e) => {
+                if e.is_unrecoverable_error() && !e.is_timeout() {
+                    lost(open.era);
+                }
+                Err(e)
+            }
         }
     }
 }
@@ -247,15 +264,44 @@ impl Open {
         tokio::runtime::Handle::try_current().is_ok_and(|h| h.id() == self.runtime)
     }
 
-    /// Whether the server sent something unasked since the last answer: it closed the
-    /// connection, say. Asks the runtime, not the socket: no system call.
-    fn server_closed(&self) -> bool {
+    /// Whether the server closed the connection, or sent something unasked, since the last
+    /// answer. Asks the runtime first, which costs no system call; only when it saw the
+    /// socket readable does a read tell (it may have seen the last answer's bytes only).
+    fn server_closed(&mut self) -> bool {
         let mut context = Context::from_waker(Waker::noop());
-        matches!(self.io.stream.poll_read_ready(&mut context), Poll::Ready(_))
+        if self.io.stream.poll_read_ready(&mut context).is_pending() {
+            return false;
+        }
+        let mut probe = [0u8; 1];
+        !matches!(
+            self.io.stream.try_read(&mut probe),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+        )
+    }
+
+    /// Sets the deadline for a call that must end by `until`, unless the one set falls within
+    /// [`REARM_AFTER`] before it.
+    fn arm(&mut self, until: Instant) {
+        let kept =
+            self.until <= until && self.until + REARM_AFTER >= until && !self.deadline.is_elapsed();
+        if !kept {
+            self.deadline.as_mut().reset(until);
+            self.until = until;
+        }
     }
 }
 
 impl Io {
+    /// Gives back the memory a large answer or command left in the buffers.
+    fn shrink(&mut self) {
+        if self.read.capacity() > KEEP_AT_MOST {
+            self.read = Vec::with_capacity(READ_ROOM);
+        }
+        if self.write.capacity() > KEEP_AT_MOST {
+            self.write = Vec::new();
+        }
+    }
+
     /// Reads one whole answer.
     async fn reply(&mut self) -> Result<Value, RedisError> {
         let mut scan = Scan::default();
@@ -282,16 +328,20 @@ impl Io {
 
 /// Writes the command of `parts` (its name first) as a RESP2 array of bulk strings.
 pub(crate) fn pack<'a>(out: &mut Vec<u8>, parts: impl ExactSizeIterator<Item = &'a [u8]>) {
+    let count = parts.len();
     out.push(b'*');
-    push_decimal(out, parts.len());
+    push_decimal(out, count);
     out.extend_from_slice(b"\r\n");
+    let mut written = 0;
     for part in parts {
+        written += 1;
         out.push(b'$');
         push_decimal(out, part.len());
         out.extend_from_slice(b"\r\n");
         out.extend_from_slice(part);
         out.extend_from_slice(b"\r\n");
     }
+    debug_assert_eq!(written, count, "the parts were not as many as they said");
 }
 
 fn push_decimal(out: &mut Vec<u8>, n: usize) {

@@ -131,26 +131,23 @@ impl ReconnectingConnection {
     }
 
     /// Sends the command `pack` writes (see [`lane::pack`](crate::lane::pack)) on the
-    /// [direct lane](Self::with_direct_lane) and answers its reply, or a timeout error after
-    /// `bound` at the most (see [`REARM_AFTER`](crate::lane::REARM_AFTER)); `None`, with
-    /// nothing sent, when there is no lane or another call uses it.
+    /// [direct lane](Self::with_direct_lane) and answers its reply, or a timeout error by
+    /// `until` (see [`REARM_AFTER`](crate::lane::REARM_AFTER)); `None`, with nothing sent,
+    /// when there is no lane or another call uses it.
     ///
     /// # Cancellation safety
     /// Dropping the future closes the lane's connection; the command may have been sent.
     pub(crate) async fn on_lane(
         &self,
         pack: impl FnOnce(&mut Vec<u8>),
-        bound: Duration,
+        until: tokio::time::Instant,
     ) -> Option<Result<Value, RedisError>> {
         let lease = self.shared.lane.as_ref()?.take()?;
-        let (answer, lost) = lease.call(pack, || self.generation(), bound).await;
-        if let Some(generation) = lost {
-            // The server closed a connection of the lane, or it belonged to another runtime:
-            // the multiplexed one, if not newer, went with it or is in that runtime too, and
-            // finding out only when a call fails on it would cost that call.
-            self.drop_connections_up_to(generation);
-        }
-        Some(answer)
+        // A lane connection the server closed or that failed: the multiplexed one, if not
+        // newer, went with it, and finding out only when a call fails on it would cost that
+        // call.
+        let lost = |generation| self.drop_connections_up_to(generation);
+        Some(lease.call(pack, until, || self.generation(), lost).await)
     }
 
     /// The generation of the connection in use, or of the next one while none is.
@@ -216,8 +213,13 @@ impl ConnectionLike for ReconnectingConnection {
             let mut waiting = self.waiting(generation);
             let result = connection.send_packed_command(cmd).await;
             waiting.answered = true;
-            if let Err(e) = &result {
-                self.judge(generation, e);
+            match &result {
+                Err(e) => self.judge(generation, e),
+                // A single command's server error comes as a value.
+                Ok(Value::ServerError(e)) if e.code() == "READONLY" => {
+                    self.drop_connection(generation);
+                }
+                Ok(_) => {}
             }
             result
         })

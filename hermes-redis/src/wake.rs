@@ -48,6 +48,12 @@ const POKE_GAP: Duration = Duration::from_millis(1);
 /// The most time between two pokes of one process, while its pokes find the token unclaimed.
 const LONGEST_POKE_GAP: Duration = Duration::from_millis(64);
 
+/// How many times a poke lost on a broken connection is sent again.
+const POKE_RETRIES: u32 = 10;
+
+/// The most time between two attempts at a poke lost on a broken connection.
+const LONGEST_RETRY_GAP: Duration = Duration::from_millis(500);
+
 /// What the driver's clones share for wake-ups.
 pub(crate) struct Wakes {
     /// The emit side: a poke is wanted, and the task sending them is told so.
@@ -181,22 +187,33 @@ pub(crate) fn poke(inner: &Arc<Inner>) {
         // Lets a later poke start another task when this one's runtime shuts down.
         let _running = PokerRunning(weak.clone());
         let mut gap = POKE_GAP;
+        let mut failures = 0;
         loop {
             notify.notified().await;
             let Some(inner) = weak.upgrade() else { return };
             if inner.wakes.pending.swap(false, Ordering::AcqRel) {
                 gap = match send_poke(&inner).await {
-                    Ok(true) => POKE_GAP,
-                    Ok(false) => (gap * 2).min(LONGEST_POKE_GAP),
-                    Err(_) if gap < LONGEST_POKE_GAP => {
-                        // Lost on a broken connection: sent again after the gap (a few times,
-                        // further apart each time), so a send just before an outage keeps
-                        // its poke.
+                    Ok(true) => {
+                        failures = 0;
+                        POKE_GAP
+                    }
+                    Ok(false) => {
+                        failures = 0;
+                        (gap * 2).min(LONGEST_POKE_GAP)
+                    }
+                    Err(e) if e.is_temporary() && failures < POKE_RETRIES => {
+                        // Lost on a broken connection: sent again, further apart each time
+                        // (for about two seconds in all), so that a send just before a short
+                        // outage keeps its poke.
+                        failures += 1;
                         inner.wakes.pending.store(true, Ordering::Release);
                         notify.notify_one();
-                        gap * 2
+                        (POKE_GAP * (1 << failures)).min(LONGEST_RETRY_GAP)
                     }
-                    Err(_) => POKE_GAP,
+                    Err(_) => {
+                        failures = 0;
+                        POKE_GAP
+                    }
                 };
             }
             drop(inner);

@@ -194,3 +194,68 @@ async fn a_redis_restarted_while_idle_costs_no_failed_call() {
     let taken = drain(&driver).await;
     assert_eq!(taken.len(), 5, "{taken:?}");
 }
+
+/// The ids of the clients of `redis` whose last command was an `SADD`: with wake-ups off, a
+/// lone emitter's lane connection.
+async fn lane_clients(redis: &OwnRedis) -> Vec<String> {
+    let client = redis::Client::open(redis.url(PASSWORD)).unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    list.lines()
+        .filter(|line| line.contains(" cmd=sadd "))
+        .filter_map(|line| line.split(' ').find_map(|f| f.strip_prefix("id=")))
+        .map(str::to_owned)
+        .collect()
+}
+
+async fn admin(redis: &OwnRedis, args: &[&str]) {
+    let client = redis::Client::open(redis.url(PASSWORD)).unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let mut command = redis::cmd(args[0]);
+    for arg in &args[1..] {
+        command.arg(*arg);
+    }
+    let () = command.query_async(&mut connection).await.unwrap();
+}
+
+/// A server that turned into a replica (`READONLY`, as after a failover behind the same
+/// address) fails the send, and the next send goes on a new lane connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_turned_replica_is_left_for_a_new_connection() {
+    let redis = OwnRedis::start();
+    let other = OwnRedis::start();
+    let mut quiet = options();
+    quiet.wake_ups = false;
+    let driver = RedisSetDriver::connect_redis(&redis.url(PASSWORD), quiet)
+        .await
+        .unwrap();
+    driver
+        .send(&Message::new("before"), DEFAULT_PRIORITY)
+        .await
+        .unwrap();
+    let before = lane_clients(&redis).await;
+    assert_eq!(before.len(), 1, "{before:?}");
+
+    admin(&redis, &["REPLICAOF", "127.0.0.1", &other.port.to_string()]).await;
+    let refused = driver
+        .send(&Message::new("refused"), DEFAULT_PRIORITY)
+        .await
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("read only replica"),
+        "{refused}"
+    );
+    admin(&redis, &["REPLICAOF", "NO", "ONE"]).await;
+
+    driver
+        .send(&Message::new("after"), DEFAULT_PRIORITY)
+        .await
+        .unwrap();
+    let after = lane_clients(&redis).await;
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert_ne!(after, before, "the lane kept the replica's connection");
+}
