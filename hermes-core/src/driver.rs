@@ -483,6 +483,25 @@ impl fmt::Debug for Receipt {
 /// The future of a driver call, as `async_trait` boxes it.
 type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
+/// A call of `delegate_driver` that hands back the inner driver's boxed future as it is: the
+/// signature `async_trait` gives a method of one borrowed argument and the others by value.
+macro_rules! forward {
+    ($name:ident($first:ident: &$borrowed:ty $(, $rest:ident: $by_value:ty)*) -> $output:ty) => {
+        fn $name<'life0, 'life1, 'async_trait>(
+            &'life0 self,
+            $first: &'life1 $borrowed,
+            $($rest: $by_value),*
+        ) -> BoxFuture<'async_trait, $output>
+        where
+            'life0: 'async_trait,
+            'life1: 'async_trait,
+            Self: 'async_trait,
+        {
+            (**self).$name($first $(, $rest)*)
+        }
+    };
+}
+
 /// `Driver` for `Arc<D>` and `Box<D>`. The calls on the hot path (send, receive, ack and the
 /// like) hand back the inner driver's boxed future as it is, rather than boxing it again.
 macro_rules! delegate_driver {
@@ -498,66 +517,14 @@ macro_rules! delegate_driver {
             fn setup_priority_queue(&self, name: &str, priority: Priority) -> Result<(), Error> {
                 (**self).setup_priority_queue(name, priority)
             }
-            fn send<'life0, 'life1, 'async_trait>(
-                &'life0 self,
-                message: &'life1 Message, priority: Priority,
-            ) -> BoxFuture<'async_trait, Result<(), Error>>
-            where
-                'life0: 'async_trait, 'life1: 'async_trait,
-                Self: 'async_trait,
-            {
-                (**self).send(message, priority)
-            }
-            fn send_batch<'life0, 'life1, 'async_trait>(
-                &'life0 self,
-                messages: &'life1 [Message], priority: Priority,
-            ) -> BoxFuture<'async_trait, Result<(), Error>>
-            where
-                'life0: 'async_trait, 'life1: 'async_trait,
-                Self: 'async_trait,
-            {
-                (**self).send_batch(messages, priority)
-            }
-            fn receive<'life0, 'life1, 'async_trait>(
-                &'life0 self,
-                priorities: &'life1 [Priority], wait: Duration,
-            ) -> BoxFuture<'async_trait, Result<Option<Delivery>, Error>>
-            where
-                'life0: 'async_trait, 'life1: 'async_trait,
-                Self: 'async_trait,
-            {
-                (**self).receive(priorities, wait)
-            }
-            fn ack<'life0, 'life1, 'async_trait>(
-                &'life0 self,
-                delivery: &'life1 Delivery,
-            ) -> BoxFuture<'async_trait, Result<(), Error>>
-            where
-                'life0: 'async_trait, 'life1: 'async_trait,
-                Self: 'async_trait,
-            {
-                (**self).ack(delivery)
-            }
-            fn nack<'life0, 'life1, 'async_trait>(
-                &'life0 self,
-                delivery: &'life1 Delivery,
-            ) -> BoxFuture<'async_trait, Result<(), Error>>
-            where
-                'life0: 'async_trait, 'life1: 'async_trait,
-                Self: 'async_trait,
-            {
-                (**self).nack(delivery)
-            }
-            fn extend<'life0, 'life1, 'async_trait>(
-                &'life0 self,
-                delivery: &'life1 Delivery, by: Duration,
-            ) -> BoxFuture<'async_trait, Result<(), Error>>
-            where
-                'life0: 'async_trait, 'life1: 'async_trait,
-                Self: 'async_trait,
-            {
-                (**self).extend(delivery, by)
-            }
+            forward!(send(message: &Message, priority: Priority) -> Result<(), Error>);
+            forward!(send_batch(messages: &[Message], priority: Priority) -> Result<(), Error>);
+            forward!(
+                receive(priorities: &[Priority], wait: Duration) -> Result<Option<Delivery>, Error>
+            );
+            forward!(ack(delivery: &Delivery) -> Result<(), Error>);
+            forward!(nack(delivery: &Delivery) -> Result<(), Error>);
+            forward!(extend(delivery: &Delivery, by: Duration) -> Result<(), Error>);
             async fn flush(&self) -> Result<(), Error> {
                 (**self).flush().await
             }
