@@ -1,6 +1,6 @@
 //! A multiplexed connection of the `redis` crate that opens a new one after the old one broke.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
@@ -78,11 +78,7 @@ impl ReconnectingConnection {
     }
 
     fn current(&self) -> Option<(MultiplexedConnection, u64)> {
-        let current = self
-            .shared
-            .current
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let current = self.lock_current();
         current
             .connection
             .clone()
@@ -103,11 +99,7 @@ impl ReconnectingConnection {
             .client
             .get_multiplexed_async_connection_with_config(&self.shared.config)
             .await?;
-        let mut current = self
-            .shared
-            .current
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut current = self.lock_current();
         current.generation += 1;
         current.connection = Some(connection.clone());
         Ok((connection, current.generation))
@@ -126,7 +118,7 @@ impl ReconnectingConnection {
     /// or the server is a replica now (`READONLY`, after a failover behind the same address).
     fn judge(&self, generation: u64, error: &RedisError) {
         if error.is_unrecoverable_error() || error.code() == Some("READONLY") {
-            self.drop_connection(generation);
+            self.drop_connections_up_to(generation);
         }
     }
 
@@ -152,35 +144,24 @@ impl ReconnectingConnection {
 
     /// The generation of the connection in use, or of the next one while none is.
     fn generation(&self) -> u64 {
-        let current = self
-            .shared
-            .current
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let current = self.lock_current();
         current.generation + u64::from(current.connection.is_none())
     }
 
-    /// Drops the connection in use when it is generation `newest` or older.
+    /// Drops the connection in use when it is generation `newest` or older: a call that saw
+    /// connection `newest` break (generations only grow) leaves a newer one alone.
     fn drop_connections_up_to(&self, newest: u64) {
-        let mut current = self
-            .shared
-            .current
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut current = self.lock_current();
         if current.generation <= newest {
             current.connection = None;
         }
     }
 
-    fn drop_connection(&self, generation: u64) {
-        let mut current = self
-            .shared
+    fn lock_current(&self) -> MutexGuard<'_, Current> {
+        self.shared
             .current
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if current.generation == generation {
-            current.connection = None;
-        }
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -201,7 +182,7 @@ struct HungIfDropped<'a> {
 impl Drop for HungIfDropped<'_> {
     fn drop(&mut self) {
         if !self.answered && self.since.elapsed() >= HUNG_AFTER {
-            self.connection.drop_connection(self.generation);
+            self.connection.drop_connections_up_to(self.generation);
         }
     }
 }
@@ -217,7 +198,7 @@ impl ConnectionLike for ReconnectingConnection {
                 Err(e) => self.judge(generation, e),
                 // A single command's server error comes as a value.
                 Ok(Value::ServerError(e)) if e.code() == "READONLY" => {
-                    self.drop_connection(generation);
+                    self.drop_connections_up_to(generation);
                 }
                 Ok(_) => {}
             }
