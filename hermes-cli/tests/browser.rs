@@ -102,14 +102,20 @@ async fn open_browser(port: u16, profile: &Path) -> Client {
 }
 
 /// The text of the element `css`, found again when the page's own script replaced it between
-/// finding it and reading it (a stale element).
+/// finding it and reading it (a stale element), or looked for again while a page that a click
+/// asked for is still loading (no such element yet).
 async fn text(browser: &Client, css: &str) -> String {
     let mut tries = 0;
     loop {
-        let element = browser
-            .find(Locator::Css(css))
-            .await
-            .unwrap_or_else(|e| panic!("{css} on the page: {e}"));
+        let element = match browser.find(Locator::Css(css)).await {
+            Ok(element) => element,
+            Err(e) if tries < 20 && e.is_no_such_element() => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+            Err(e) => panic!("{css} on the page: {e}"),
+        };
         match element.text().await {
             Ok(text) => return text,
             Err(e) if tries < 20 && e.is_stale_element_reference() => {
@@ -236,7 +242,14 @@ async fn the_dashboard_in_a_browser() {
         .click()
         .await
         .unwrap();
-    assert!(text(&browser, "main").await.contains("No dead letters."));
+    // The click loads the list again: the old page may still show until it does.
+    wait_for_text(
+        &browser,
+        "main",
+        |t| t.contains("No dead letters."),
+        "the dead letter list empties",
+    )
+    .await;
     let deadline = Instant::now() + PATIENCE;
     while !handled.lock().unwrap().iter().any(|id| id == "dead-1") {
         assert!(
