@@ -374,6 +374,7 @@ fn a_handle_span_records_the_traceparent_of_its_message() {
 /// thread: each counts its own, with its labels, whatever an earlier emit built.
 #[test]
 fn emits_count_under_whichever_recorder_is_installed() {
+    let (_logs, _guard) = LogCapture::install();
     let driver = MemoryDriver::new();
     driver.setup_priority_queue("urgent", 200).unwrap();
     let emitter = Emitter::new(driver);
