@@ -3,7 +3,8 @@
 use std::time::{Duration, SystemTime};
 
 use clap::{Parser, Subcommand};
-use hermes_core::{Priority, QueueState};
+use hermes_core::Priority;
+use hermes_core::inspect::QueueState;
 
 /// Look at and repair Hermes queues.
 ///

@@ -67,7 +67,7 @@ pub(crate) async fn connect(
             return Err(Failure::usage(format!(
                 "no driver reads {}:// URLs; the hermes command reads file://, redis://, \
                  rediss://, redis+cluster://, amqp://, amqps:// and sqs://",
-                hermes_core::excerpt(other)
+                hermes_core::driver::excerpt(other)
             )));
         }
     };

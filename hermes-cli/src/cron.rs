@@ -2,7 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use hermes_core::{Driver, Error, ScheduledEntry};
+use hermes_core::workers::ScheduledEntry;
+use hermes_core::{Driver, Error};
 use serde_json::{Value, json};
 
 use crate::Failure;

@@ -1,6 +1,7 @@
 //! `hermes dead`: list, show, replay and purge dead letters.
 
-use hermes_core::{DeadLetter, Driver, Priority, QueueState, Replay};
+use hermes_core::inspect::{DeadLetter, QueueState, Replay};
+use hermes_core::{Driver, Priority};
 use serde_json::{Value, json};
 
 use crate::Failure;

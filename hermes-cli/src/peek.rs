@@ -1,6 +1,7 @@
 //! `hermes peek` and `hermes purge`: the messages of one state of a queue.
 
-use hermes_core::{Driver, Message, Priority, QueueState};
+use hermes_core::inspect::QueueState;
+use hermes_core::{Driver, Message, Priority};
 use serde_json::{Value, json};
 
 use crate::Failure;

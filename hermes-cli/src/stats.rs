@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use hermes_core::{Driver, Figure, QueueStats};
+use hermes_core::Driver;
+use hermes_core::inspect::{Figure, QueueStats};
 use serde_json::{Value, json};
 
 use crate::Failure;

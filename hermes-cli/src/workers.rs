@@ -1,6 +1,8 @@
 //! `hermes workers`: the running workers, as they announce themselves.
 
-use hermes_core::{Driver, Error, Figure, QueueStats, WorkerInfo};
+use hermes_core::inspect::{Figure, QueueStats};
+use hermes_core::workers::WorkerInfo;
+use hermes_core::{Driver, Error};
 use serde_json::{Value, json};
 
 use crate::Failure;
@@ -121,7 +123,7 @@ fn to_json(w: &WorkerInfo) -> Value {
 
 /// A message a worker runs, as the table and the dashboard show it: its id, its type, and how
 /// long it has run (`m-7 (report.export) for 12 s`).
-pub(crate) fn running_message(message: &hermes_core::RunningMessage) -> String {
+pub(crate) fn running_message(message: &hermes_core::workers::RunningMessage) -> String {
     let seconds = (hermes_core::time::unix_now() - message.since).max(0.0);
     format!(
         "{} ({}) for {seconds:.0} s",

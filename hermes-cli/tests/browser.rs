@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 
 use common::dashboard::{Dashboard, bury};
 use fantoccini::{Client, ClientBuilder, Locator};
+use hermes_core::inspect::{Figure, QueueStats};
 use hermes_core::{
-    DEFAULT_PRIORITY, Dispatcher, DispatcherOptions, Driver, Figure, Message, QueueStats,
-    SharedFileShutdown, Shutdown,
+    DEFAULT_PRIORITY, Dispatcher, DispatcherOptions, Driver, Message, SharedFileShutdown, Shutdown,
 };
 use hermes_fs::FileSystemDriver;
 use hermes_testkit::suite::{available_or_skip, strict};
@@ -179,7 +179,7 @@ async fn the_dashboard_in_a_browser() {
 
     // The overview shows what the driver counts.
     browser.goto(&format!("{address}/")).await.unwrap();
-    let stats = driver.stats().await.unwrap();
+    let stats = driver.inspect().unwrap().stats().await.unwrap();
     assert_eq!(
         text(&browser, "#waiting").await,
         shown(&stats, |q| q.waiting)
@@ -260,7 +260,9 @@ async fn the_dashboard_in_a_browser() {
     }
     assert!(
         driver
-            .dead_letters(DEFAULT_PRIORITY, 10)
+            .dead_letters()
+            .unwrap()
+            .list(DEFAULT_PRIORITY, 10)
             .await
             .unwrap()
             .is_empty()
@@ -268,7 +270,7 @@ async fn the_dashboard_in_a_browser() {
 
     // The workers page lists the running worker.
     browser.goto(&format!("{address}/workers")).await.unwrap();
-    let listed = driver.workers().await.unwrap();
+    let listed = driver.workers().unwrap().list().await.unwrap();
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert!(text(&browser, "main").await.contains(&listed[0].id));
 

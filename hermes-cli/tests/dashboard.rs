@@ -20,9 +20,11 @@ async fn the_dashboard_shows_and_repairs(url: &str, driver: &dyn Driver, queue_n
             .unwrap();
         driver.send(&message, DEFAULT_PRIORITY).await.unwrap();
     }
-    let mut worker = hermes_core::WorkerInfo::new(2, &[], Duration::from_secs(60));
+    let mut worker = hermes_core::workers::WorkerInfo::new(2, &[], Duration::from_secs(60));
     worker.handled = 5;
     driver
+        .workers()
+        .unwrap()
         .announce(&worker, Duration::from_secs(60))
         .await
         .unwrap();
@@ -39,7 +41,7 @@ async fn the_dashboard_shows_and_repairs(url: &str, driver: &dyn Driver, queue_n
         .find(|q| q["priority"] == DEFAULT_PRIORITY)
         .unwrap()
         .clone();
-    let stats = driver.stats().await.unwrap();
+    let stats = driver.inspect().unwrap().stats().await.unwrap();
     let ours = stats
         .iter()
         .find(|q| q.priority == DEFAULT_PRIORITY)
@@ -64,6 +66,8 @@ async fn the_dashboard_shows_and_repairs(url: &str, driver: &dyn Driver, queue_n
     worker.handled = 9;
     worker.failed = 1;
     driver
+        .workers()
+        .unwrap()
         .announce(&worker, Duration::from_secs(60))
         .await
         .unwrap();
@@ -128,7 +132,9 @@ async fn the_dashboard_shows_and_repairs(url: &str, driver: &dyn Driver, queue_n
     );
     assert_eq!(
         driver
-            .dead_letters(DEFAULT_PRIORITY, 10)
+            .dead_letters()
+            .unwrap()
+            .list(DEFAULT_PRIORITY, 10)
             .await
             .unwrap()
             .len(),
@@ -142,7 +148,9 @@ async fn the_dashboard_shows_and_repairs(url: &str, driver: &dyn Driver, queue_n
     assert_eq!(status, 303, "replayed, back to the list");
     assert!(
         driver
-            .dead_letters(DEFAULT_PRIORITY, 10)
+            .dead_letters()
+            .unwrap()
+            .list(DEFAULT_PRIORITY, 10)
             .await
             .unwrap()
             .is_empty()
@@ -166,7 +174,12 @@ async fn the_dashboard_shows_and_repairs(url: &str, driver: &dyn Driver, queue_n
     let (status, _) = read_only.request("POST", "/dead/replay", "token=x&id=dead-2");
     assert!(status == 404 || status == 405, "no action at all: {status}");
     read_only.stop();
-    driver.withdraw(&worker.id).await.unwrap();
+    driver
+        .workers()
+        .unwrap()
+        .withdraw(&worker.id)
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,8 @@ mod common;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use hermes_core::{DEFAULT_PRIORITY, Driver, Message, QueueState};
+use hermes_core::inspect::QueueState;
+use hermes_core::{DEFAULT_PRIORITY, Driver, Message};
 use hermes_fs::FileSystemDriver;
 
 struct Queue {
@@ -93,6 +94,8 @@ async fn emit_then_stats_as_table_and_json() {
 
     let driver = queue.driver();
     let peeked = driver
+        .browse()
+        .unwrap()
         .peek(DEFAULT_PRIORITY, QueueState::Waiting, 10)
         .await
         .unwrap();
@@ -272,7 +275,9 @@ async fn workers_stop_stops_a_running_worker() {
         .await
         .unwrap();
     assert_eq!(
-        driver.stats().await.unwrap()[0].waiting.value(),
+        driver.inspect().unwrap().stats().await.unwrap()[0]
+            .waiting
+            .value(),
         Some(1),
         "nothing handles it now"
     );
@@ -282,7 +287,8 @@ async fn workers_stop_stops_a_running_worker() {
 /// the last one it emitted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cron_ls_lists_a_running_workers_entries() {
-    use hermes_core::{CatchUp, CronEntry, CronSchedule, Emitter, Scheduler};
+    use hermes_core::cron::CronSchedule;
+    use hermes_core::{CatchUp, CronEntry, Emitter, Scheduler};
 
     let queue = Queue::new("cron-ls");
     let driver = queue.driver();

@@ -70,11 +70,11 @@ async fn rabbitmq_has_no_live_workers_and_says_so() {
             .unwrap()
             .is_none()
     );
-    let stats = target.driver.stats().await.unwrap();
+    let stats = target.driver.inspect().unwrap().stats().await.unwrap();
     assert!(
         stats
             .iter()
-            .any(|q| q.consumers == hermes_core::Figure::Exact(1)),
+            .any(|q| q.consumers == hermes_core::inspect::Figure::Exact(1)),
         "{stats:?}"
     );
     common::workers_are_listed(&target).await;

@@ -7,8 +7,9 @@ use std::time::{Duration, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::driver::Delivery;
 use crate::time::from_unix;
-use crate::{Delivery, Driver, Error, Message, Priority};
+use crate::{Driver, Error, Message, Priority};
 
 /// The message a typed handler runs, and its signals: handed to every
 /// [`JobHandler`](crate::JobHandler) and closure registered with

@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 
-use crate::{Driver, Emitted, Error, Message, Priority, Release, Unique};
+use crate::unique::Release;
+use crate::{Driver, Emitted, Error, Message, Priority, Unique};
 
 /// Sends jobs and messages to a driver. Cheap to clone; share one per process.
 ///
@@ -115,7 +116,7 @@ impl Emitter {
     ///
     /// # Errors
     /// [`Error::InvalidMessage`] for a key [`Unique::check`] refuses; [`Error::Unsupported`]
-    /// on a driver without [`Capabilities::unique`](crate::Capabilities::unique) (RabbitMQ and
+    /// on a driver without the [`unique`](crate::Driver::unique) facet (RabbitMQ and
     /// SQS); otherwise as [`emit`](Emitter::emit).
     ///
     /// # Cancellation safety
@@ -138,7 +139,15 @@ impl Emitter {
             (message.unique_key() != key.as_deref()).then(|| message.clone().with_unique_key(key));
         let message = holding.as_ref().unwrap_or(message);
         async {
-            let emitted = self.driver.send_unique(message, priority, unique).await?;
+            let emitted = self
+                .driver
+                .unique()
+                .ok_or(Error::Unsupported {
+                    driver: self.driver.name(),
+                    what: "unique jobs",
+                })?
+                .send_unique(message, priority, unique)
+                .await?;
             match emitted {
                 Emitted::Queued => self.log_sent(message, priority),
                 Emitted::Duplicate => tracing::info!(

@@ -95,7 +95,7 @@ impl fmt::Display for Figure<u64> {
     }
 }
 
-/// The figures of one priority queue, from [`Driver::stats`](crate::Driver::stats).
+/// The figures of one priority queue, from [`Inspect::stats`](crate::driver::Inspect::stats).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct QueueStats {
@@ -116,8 +116,8 @@ pub struct QueueStats {
     pub latency: Figure<Duration>,
     /// How many consumers the broker counts on the queue, for a backend that cannot list its
     /// workers but can say that much (RabbitMQ); unknown elsewhere. Drivers with
-    /// [`Capabilities::workers`](crate::Capabilities::workers) list their workers through
-    /// [`Driver::workers`](crate::Driver::workers) instead.
+    /// the [`workers`](crate::Driver::workers) facet list their workers through
+    /// [`Workers::list`](crate::driver::Workers::list) instead.
     pub consumers: Figure<u64>,
 }
 
@@ -254,7 +254,7 @@ impl DeadReason {
     /// reads as undecodable, a missing time as 0).
     ///
     /// ```
-    /// use hermes_core::{DeadKind, DeadReason};
+    /// use hermes_core::inspect::{DeadKind, DeadReason};
     ///
     /// let reason = DeadReason::new(DeadKind::Failed, "the disk is full").with_handler("Archiver").with_retries(3);
     /// assert_eq!(DeadReason::from_json(reason.to_json().as_bytes()), Some(reason));
@@ -280,7 +280,7 @@ impl DeadReason {
     }
 }
 
-/// A dead letter, from [`Driver::dead_letters`](crate::Driver::dead_letters).
+/// A dead letter, from [`DeadLetters::list`](crate::driver::DeadLetters::list).
 #[derive(Clone, PartialEq)]
 #[non_exhaustive]
 pub struct DeadLetter {
@@ -331,7 +331,7 @@ impl fmt::Debug for DeadLetter {
     }
 }
 
-/// Which dead letters [`Driver::replay`](crate::Driver::replay) puts back, and how.
+/// Which dead letters [`DeadLetters::replay`](crate::driver::DeadLetters::replay) puts back, and how.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Replay {

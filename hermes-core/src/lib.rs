@@ -51,59 +51,45 @@
 struct ReadmeExamples;
 
 mod context;
-mod cron;
+pub mod cron;
 mod dispatcher;
-mod driver;
-mod driver_url;
+pub mod driver;
 mod emitter;
 mod error;
 mod handler;
-mod inspect;
+pub mod inspect;
 mod job;
 mod job_emit;
 mod job_handler;
 mod message;
-mod priorities;
 mod queue_config;
 mod retry;
 mod serializer;
 mod shutdown;
-pub mod task;
 pub mod telemetry;
 pub mod time;
 mod traceparent;
-mod unique;
-mod workers;
+pub mod unique;
+pub mod workers;
 
 pub use context::JobContext;
-pub use cron::{CatchUp, CronEntry, CronSchedule, CronStatus, Scheduler};
+pub use cron::{CatchUp, CronEntry, Scheduler};
 pub use dispatcher::{Dispatcher, DispatcherOptions, HandlerOutcome, HandlerRun, Report};
-pub use driver::{
-    Capabilities, DEFAULT_PRIORITY, Delivery, Driver, Priority, Receipt, validate_queue_name,
-};
-pub use driver_url::DriverUrl;
+pub use driver::{DEFAULT_PRIORITY, Driver, Priority};
 pub use emitter::Emitter;
-pub use error::{BoxError, DecodeError, EXCERPT_LIMIT, Error, excerpt};
+pub use error::{BoxError, DecodeError, Error};
 pub use handler::{EchoHandler, FnHandler, Handler, HandlerError, IntoHandler, handler_fn};
-pub use inspect::{
-    DeadKind, DeadLetter, DeadReason, Figure, QueueState, QueueStats, Replay, Retention,
-};
 pub use job::Job;
 pub use job_emit::JobEmit;
 pub use job_handler::JobHandler;
-pub use message::{LATEST_DUE, Message, MessageBuilder};
-pub use priorities::PriorityQueues;
+pub use message::{Message, MessageBuilder};
 pub use queue_config::QueueConfig;
 pub use retry::RetryPolicy;
 pub use serializer::{JsonSerializer, Serializer};
 pub use shutdown::{SharedFileShutdown, Shutdown, SignalShutdown};
-pub use unique::{
-    DEFAULT_UNIQUE_WINDOW, Emitted, MAX_UNIQUE_KEY_LEN, MAX_UNIQUE_WINDOW, Release, Unique,
-    unique_backend_name,
-};
-pub use workers::{RunningMessage, ScheduledEntry, WorkerInfo};
+pub use unique::{Emitted, Unique};
 
-/// Re-exported for drivers and custom handlers.
+/// Re-exported for custom handlers and [`Job`]s with async methods.
 pub use async_trait::async_trait;
 /// Re-exported for [`Shutdown::token`].
 pub use tokio_util::sync::CancellationToken;

@@ -86,7 +86,7 @@ impl QueueConfig {
                             .ok_or_else(|| {
                                 invalid(format!(
                                     "the priority of {:?} is not a whole number",
-                                    crate::excerpt(&name)
+                                    crate::error::excerpt(&name)
                                 ))
                             })?;
                         config.priorities.push((name, priority));
@@ -100,7 +100,7 @@ impl QueueConfig {
                 (other, _) => {
                     return Err(invalid(format!(
                         "unknown key {:?}: the file takes url and priorities",
-                        crate::excerpt(other)
+                        crate::error::excerpt(other)
                     )));
                 }
             }

@@ -48,7 +48,7 @@ pub trait Serializer: Debug + Send + Sync + 'static {
 /// A message of a [unique](crate::Unique) emit whose key is given up when it is done has the
 /// key as one more key after that (`,"unique_key":"…"`), so the worker can give it up; PHP's
 /// decoder ignores it too. On decoding, a `unique_key` that is not a string of 1 to
-/// [`MAX_UNIQUE_KEY_LEN`](crate::MAX_UNIQUE_KEY_LEN) bytes is ignored.
+/// [`MAX_UNIQUE_KEY_LEN`](crate::unique::MAX_UNIQUE_KEY_LEN) bytes is ignored.
 ///
 /// ```
 /// use hermes_core::{JsonSerializer, Message, Serializer};
@@ -131,7 +131,9 @@ impl Serializer for JsonSerializer {
             _ => None,
         };
         let unique_key = match take(&mut fields, "unique_key") {
-            Some(Value::String(s)) if !s.is_empty() && s.len() <= crate::MAX_UNIQUE_KEY_LEN => {
+            Some(Value::String(s))
+                if !s.is_empty() && s.len() <= crate::unique::MAX_UNIQUE_KEY_LEN =>
+            {
                 Some(s)
             }
             _ => None,

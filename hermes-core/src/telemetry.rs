@@ -44,7 +44,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::dispatcher::HandlerOutcome;
-use crate::{DeadKind, Message, Priority};
+use crate::inspect::DeadKind;
+use crate::{Message, Priority};
 
 /// Messages emitted: labels `type` and `priority`.
 pub const EMITTED_TOTAL: &str = "hermes_emitted_total";

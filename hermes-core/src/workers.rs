@@ -93,8 +93,8 @@ pub struct ScheduledEntry {
     pub previous: Option<f64>,
 }
 
-impl From<&crate::CronStatus> for ScheduledEntry {
-    fn from(status: &crate::CronStatus) -> Self {
+impl From<&crate::cron::CronStatus> for ScheduledEntry {
+    fn from(status: &crate::cron::CronStatus) -> Self {
         let entry = &status.entry;
         ScheduledEntry {
             name: entry.name().to_owned(),
@@ -144,7 +144,7 @@ impl WorkerInfo {
     }
 
     /// The same announcement, made now and holding until `ttl` from now: what a driver stores
-    /// on [`Driver::announce`](crate::Driver::announce).
+    /// on [`Workers::announce`](crate::driver::Workers::announce).
     #[must_use]
     pub fn expiring_in(&self, ttl: Duration) -> Self {
         let now = crate::time::unix_now();

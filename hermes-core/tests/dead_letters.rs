@@ -6,9 +6,10 @@
 
 use std::time::Duration;
 
+use hermes_core::inspect::{DeadKind, Replay};
 use hermes_core::{
-    DEFAULT_PRIORITY, DeadKind, Dispatcher, Driver, Emitter, HandlerError, Job, JobContext,
-    Message, Replay, RetryPolicy, handler_fn,
+    DEFAULT_PRIORITY, Dispatcher, Driver, Emitter, HandlerError, Job, JobContext, Message,
+    RetryPolicy, handler_fn,
 };
 use hermes_testkit::{LogCapture, MemoryDriver};
 use serde::{Deserialize, Serialize};
@@ -40,7 +41,12 @@ async fn a_message_whose_retries_run_out_is_kept_with_its_last_error() {
     dispatcher.handle(&[]).await.unwrap();
 
     assert!(driver.is_empty(), "nothing waits any more");
-    let letters = driver.dead_letters(DEFAULT_PRIORITY, 10).await.unwrap();
+    let letters = driver
+        .dead_letters()
+        .unwrap()
+        .list(DEFAULT_PRIORITY, 10)
+        .await
+        .unwrap();
     assert_eq!(letters.len(), 1);
     let letter = &letters[0];
     assert_eq!(letter.id, id);
@@ -68,6 +74,8 @@ async fn a_message_whose_retries_run_out_is_kept_with_its_last_error() {
     // Replayed, it runs again from retry 0.
     assert_eq!(
         driver
+            .dead_letters()
+            .unwrap()
             .replay(DEFAULT_PRIORITY, &Replay::all().of_type("charge"))
             .await
             .unwrap(),
@@ -114,7 +122,12 @@ async fn rejected_panicked_and_timed_out_runs_say_why() {
     }
     dispatcher.handle(&[]).await.unwrap();
 
-    let letters = driver.dead_letters(DEFAULT_PRIORITY, 10).await.unwrap();
+    let letters = driver
+        .dead_letters()
+        .unwrap()
+        .list(DEFAULT_PRIORITY, 10)
+        .await
+        .unwrap();
     let reasons: Vec<_> = letters
         .iter()
         .map(|l| (l.id.as_str(), l.reason.kind, l.reason.error.as_str()))
@@ -158,7 +171,9 @@ async fn a_message_that_succeeds_or_is_retried_is_no_dead_letter() {
     dispatcher.handle(&[]).await.unwrap();
     assert!(
         driver
-            .dead_letters(DEFAULT_PRIORITY, 10)
+            .dead_letters()
+            .unwrap()
+            .list(DEFAULT_PRIORITY, 10)
             .await
             .unwrap()
             .is_empty()

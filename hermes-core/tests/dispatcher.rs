@@ -563,7 +563,7 @@ async fn the_announcement_counts_handled_and_failed_messages() {
     let running = tokio::spawn(async move { dispatcher.handle(&[]).await });
     let deadline = Instant::now() + Duration::from_secs(5);
     let me = loop {
-        let workers = driver.workers().await.unwrap();
+        let workers = driver.workers().unwrap().list().await.unwrap();
         if let Some(me) = workers.into_iter().find(|w| w.busy == 1 && w.handled == 3) {
             break me;
         }

@@ -399,7 +399,7 @@ proptest! {
         // Any finite float is written in PHP's format; due times end with the year 9999.
         created in any::<f64>().prop_filter("finite", |f| f.is_finite()),
         execute_at in proptest::option::of(
-            any::<f64>().prop_filter("a due time", |f| f.is_finite() && *f <= hermes_core::LATEST_DUE),
+            any::<f64>().prop_filter("a due time", |f| f.is_finite() && *f <= hermes_core::driver::LATEST_DUE),
         ),
         retries in any::<u32>(),
         traceparent in proptest::option::of(

@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
+use hermes_core::cron::CronSchedule;
 use hermes_core::time::unix_now;
-use hermes_core::{CatchUp, CronEntry, CronSchedule, Emitter, Scheduler};
+use hermes_core::{CatchUp, CronEntry, Emitter, Scheduler};
 use hermes_testkit::MemoryDriver;
 
 fn every_second(name: &str, message_type: &str) -> CronEntry {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use hermes_core::Retention;
+use hermes_core::inspect::Retention;
 
 /// Options of a [`FileSystemDriver`](crate::FileSystemDriver). Start from
 /// [`FileSystemOptions::default`] and change fields.

@@ -43,14 +43,18 @@
 compile_error!("hermes-fs needs a Unix system: it relies on atomic rename and inotify");
 
 mod config;
+mod core;
+mod dead_letters;
 mod driver;
 mod error;
+mod files;
 mod inspect;
 mod naming;
-mod queue;
+mod receive;
+mod send;
+mod settle;
 mod unique;
 mod url;
-mod watch;
 mod workers;
 
 pub use config::FileSystemOptions;

@@ -1,6 +1,27 @@
-//! File names: `<due>-<16 hex>.json` for waiting messages, `<claim time>~<name>` while claimed.
+//! Names: of queue folders, of the folders beside them, and of files: `<due>-<16 hex>.json`
+//! for waiting messages, `<claim time>~<name>` while claimed.
 
-use hermes_core::LATEST_DUE;
+use hermes_core::Error;
+use hermes_core::driver::LATEST_DUE;
+
+/// The folder of the workers' announcements, beside the queues.
+pub(crate) const WORKERS_FOLDER: &str = "workers";
+
+/// The folder of the held uniqueness keys, beside the queues.
+pub(crate) const UNIQUE_FOLDER: &str = ".unique";
+
+/// Hermes' rules for a queue name, and not `workers`, the folder of the workers'
+/// announcements.
+pub(crate) fn validate_queue_name(name: &str) -> Result<(), Error> {
+    hermes_core::driver::validate_queue_name(name)?;
+    if name == WORKERS_FOLDER {
+        return Err(Error::InvalidQueueName {
+            name: name.to_owned(),
+            reason: "the folder workers/ holds the workers' announcements",
+        });
+    }
+    Ok(())
+}
 
 /// The name of a new message file due at Unix time `due`: the time zero-padded to a fixed width
 /// with six decimals, so that name order is due order up to the year 2286 (readers order by the

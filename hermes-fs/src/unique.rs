@@ -10,14 +10,13 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use hermes_core::driver::{UniqueEmits, async_trait, unique_backend_name};
 use hermes_core::time::unix_now;
-use hermes_core::{Emitted, Error, Message, Priority, Unique, unique_backend_name};
+use hermes_core::{Emitted, Error, Message, Priority, Unique};
 
-use crate::FileSystemDriver;
+use crate::core::Core;
 use crate::error::io_error;
-
-/// The folder of the held keys, beside the queues.
-pub(crate) const UNIQUE_FOLDER: &str = ".unique";
+use crate::naming::UNIQUE_FOLDER;
 
 /// How often, at most, a process sweeps expired key files: every minute.
 const SWEEP_EVERY: f64 = 60.0;
@@ -55,18 +54,10 @@ impl Held {
 /// The exclusive lock of the keys' folder, released when dropped (the file closes).
 struct Guard(#[allow(dead_code)] File);
 
-impl FileSystemDriver {
-    fn unique_folder(&self) -> PathBuf {
-        self.directory().join(UNIQUE_FOLDER)
-    }
-
-    fn lock_path(&self, key: &str) -> PathBuf {
-        self.unique_folder()
-            .join(format!("{}.lock", unique_backend_name(key)))
-    }
-
+#[async_trait]
+impl UniqueEmits for Core {
     /// Takes the key of `unique` for `message` and queues it, or answers that it is held.
-    pub(crate) async fn send_unique_now(
+    async fn send_unique(
         &self,
         message: &Message,
         priority: Priority,
@@ -87,6 +78,21 @@ impl FileSystemDriver {
             return Err(e);
         }
         Ok(Emitted::Queued)
+    }
+
+    async fn release(&self, key: &str, holder: &str) -> Result<(), Error> {
+        self.give_up_key(key, holder)
+    }
+}
+
+impl Core {
+    fn unique_folder(&self) -> PathBuf {
+        self.directory().join(UNIQUE_FOLDER)
+    }
+
+    fn lock_path(&self, key: &str) -> PathBuf {
+        self.unique_folder()
+            .join(format!("{}.lock", unique_backend_name(key)))
     }
 
     /// Locks the keys' folder against every other process and task.
@@ -126,7 +132,7 @@ impl FileSystemDriver {
     }
 
     /// Removes `key`'s file when `holder` holds it.
-    pub(crate) fn give_up_key(&self, key: &str, holder: &str) -> Result<(), Error> {
+    fn give_up_key(&self, key: &str, holder: &str) -> Result<(), Error> {
         let _guard = self.guard()?;
         let path = self.lock_path(key);
         match Held::read(&path) {

@@ -5,21 +5,21 @@
 use std::fs;
 use std::path::PathBuf;
 
+use std::time::Duration;
+
+use hermes_core::Error;
+use hermes_core::driver::{Workers, async_trait};
 use hermes_core::time::unix_now;
-use hermes_core::{Error, WorkerInfo};
+use hermes_core::workers::WorkerInfo;
 
-use crate::FileSystemDriver;
+use crate::core::Core;
 use crate::error::io_error;
+use crate::naming::WORKERS_FOLDER;
 
-/// The folder of the announcements, beside the queues.
-pub(crate) const WORKERS_FOLDER: &str = "workers";
-
-impl FileSystemDriver {
-    fn workers_folder(&self) -> PathBuf {
-        self.directory().join(WORKERS_FOLDER)
-    }
-
-    pub(crate) fn announce_now(&self, worker: &WorkerInfo) -> Result<(), Error> {
+#[async_trait]
+impl Workers for Core {
+    async fn announce(&self, worker: &WorkerInfo, ttl: Duration) -> Result<(), Error> {
+        let worker = worker.expiring_in(ttl);
         let folder = self.workers_folder();
         fs::create_dir_all(&folder).map_err(|e| io_error("create", &folder, e))?;
         let name = file_name(&worker.id)?;
@@ -28,7 +28,7 @@ impl FileSystemDriver {
         fs::rename(&tmp, folder.join(&name)).map_err(|e| io_error("write", &tmp, e))
     }
 
-    pub(crate) fn withdraw_now(&self, id: &str) -> Result<(), Error> {
+    async fn withdraw(&self, id: &str) -> Result<(), Error> {
         let path = self.workers_folder().join(file_name(id)?);
         match fs::remove_file(&path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_error("remove", &path, e)),
@@ -37,7 +37,7 @@ impl FileSystemDriver {
     }
 
     /// The announcements that hold, oldest worker first; expired ones are removed.
-    pub(crate) fn workers_now(&self) -> Result<Vec<WorkerInfo>, Error> {
+    async fn list(&self) -> Result<Vec<WorkerInfo>, Error> {
         let folder = self.workers_folder();
         let entries = match fs::read_dir(&folder) {
             Ok(entries) => entries,
@@ -71,8 +71,14 @@ impl FileSystemDriver {
     }
 }
 
+impl Core {
+    fn workers_folder(&self) -> PathBuf {
+        self.directory().join(WORKERS_FOLDER)
+    }
+}
+
 /// The file of worker `id`: its id must be a plain name.
 fn file_name(id: &str) -> Result<String, Error> {
-    hermes_core::validate_queue_name(id)?;
+    hermes_core::driver::validate_queue_name(id)?;
     Ok(format!("{id}.json"))
 }

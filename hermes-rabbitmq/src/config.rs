@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use hermes_core::{Error, Retention};
+use hermes_core::Error;
+use hermes_core::inspect::Retention;
 use lapin::BasicProperties;
 
 use crate::NAME;

@@ -73,8 +73,10 @@ impl RabbitMqDriver {
         }
         let driver = self.clone();
         let session = session.clone();
-        hermes_core::task::detached(async move { driver.start_consumers(&session, wanted).await })
-            .await
+        hermes_core::driver::task::detached(async move {
+            driver.start_consumers(&session, wanted).await
+        })
+        .await
     }
 
     async fn start_consumers(

@@ -27,8 +27,9 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use hermes_core::inspect::{DeadKind, DeadLetter, DeadReason, Retention};
 use hermes_core::time::unix_now;
-use hermes_core::{DeadKind, DeadLetter, DeadReason, Error, Priority, Retention};
+use hermes_core::{Error, Priority};
 use lapin::message::Delivery;
 use lapin::types::{AMQPValue, FieldTable, LongString};
 

@@ -3,10 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use hermes_core::driver::{Capabilities, Delivery, PriorityQueues};
+use hermes_core::inspect::{DeadLetter, DeadReason, QueueState, QueueStats, Replay};
 use hermes_core::{
-    Capabilities, DEFAULT_PRIORITY, DeadLetter, DeadReason, Delivery, Driver, Error,
-    JsonSerializer, Message, Priority, PriorityQueues, QueueState, QueueStats, Replay, Serializer,
-    async_trait,
+    DEFAULT_PRIORITY, Driver, Error, JsonSerializer, Message, Priority, Serializer, async_trait,
 };
 use tokio::time::Instant;
 

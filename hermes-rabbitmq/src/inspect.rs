@@ -14,7 +14,8 @@
 //!   holds at that moment are not counted);
 //! - latency: unknown (AMQP does not give a queue's oldest message without taking it).
 
-use hermes_core::{DeadLetter, Error, Figure, Priority, QueueState, QueueStats, Replay};
+use hermes_core::inspect::{DeadLetter, Figure, QueueState, QueueStats, Replay};
+use hermes_core::{Error, Priority};
 use lapin::types::FieldTable;
 
 use crate::NAME;

@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
+use hermes_core::Error;
+use hermes_core::inspect::{DeadKind, DeadReason};
 use hermes_core::time::unix_now;
-use hermes_core::{DeadKind, DeadReason, Error};
 use lapin::options::{BasicAckOptions, BasicNackOptions};
 
 use crate::UndecodableAction;

@@ -1,7 +1,8 @@
 //! The names of the queues and exchanges the driver declares for a queue, and the queue names
 //! RabbitMQ accepts.
 
-use hermes_core::{Error, validate_queue_name};
+use hermes_core::Error;
+use hermes_core::driver::validate_queue_name;
 
 use crate::ladder::DELAY_LEVELS;
 
@@ -18,7 +19,7 @@ pub(crate) fn validate_rabbitmq_queue_name(name: &str) -> Result<(), Error> {
     validate_queue_name(name)?;
     if name.starts_with("amq.") {
         return Err(Error::InvalidQueueName {
-            name: hermes_core::excerpt(name),
+            name: hermes_core::driver::excerpt(name),
             reason: "RabbitMQ keeps names starting with 'amq.' for itself",
         });
     }

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use hermes_core::{Delivery, Error, Priority};
+use hermes_core::driver::Delivery;
+use hermes_core::{Error, Priority};
 
 use crate::driver::RabbitMqDriver;
 use crate::session::Session;

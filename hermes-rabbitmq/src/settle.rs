@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use hermes_core::{Delivery, Error, Receipt};
+use hermes_core::Error;
+use hermes_core::driver::{Delivery, Receipt};
 use lapin::Acker;
 use lapin::options::{BasicAckOptions, BasicNackOptions};
 

@@ -1,6 +1,7 @@
 //! The RabbitMQ driver's URL: `amqp://guest:guest@127.0.0.1:5672/%2f?queue=hermes`.
 
-use hermes_core::{DriverUrl, Error};
+use hermes_core::Error;
+use hermes_core::driver::DriverUrl;
 
 use crate::nodes::at_host;
 use crate::{NAME, QueueType, RabbitMqDriver, RabbitMqOptions, UndecodableAction};

@@ -6,7 +6,8 @@ mod common;
 use std::time::Duration;
 
 use common::{CLASSIC, amqp_url, rabbitmqctl, raw, take_raw};
-use hermes_core::{DEFAULT_PRIORITY, DeadKind, DeadReason, Driver, Error, Message};
+use hermes_core::inspect::{DeadKind, DeadReason};
+use hermes_core::{DEFAULT_PRIORITY, Driver, Error, Message};
 use hermes_rabbitmq::{
     DELAY_LEVELS, QueueType, RabbitMqDriver, RabbitMqOptions, delay_level, quarantine_queue,
 };
@@ -122,7 +123,9 @@ async fn quorum_queues_are_declared_as_quorum_and_a_classic_driver_is_told_why_n
         .unwrap()
         .unwrap();
     driver
-        .dead_letter(&delivery, &DeadReason::new(DeadKind::Failed, "boom"))
+        .dead_letters()
+        .unwrap()
+        .add(&delivery, &DeadReason::new(DeadKind::Failed, "boom"))
         .await
         .unwrap();
 

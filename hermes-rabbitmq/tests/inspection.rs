@@ -10,10 +10,9 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use common::{CLASSIC, amqp_url, declare_durable, publish_raw, raw, ready, take_raw};
-use hermes_core::{
-    DEFAULT_PRIORITY, DeadKind, DeadReason, Delivery, Driver, Error, Figure, JsonSerializer,
-    Message, QueueState, Replay, Serializer,
-};
+use hermes_core::driver::Delivery;
+use hermes_core::inspect::{DeadKind, DeadReason, Figure, QueueState, Replay};
+use hermes_core::{DEFAULT_PRIORITY, Driver, Error, JsonSerializer, Message, Serializer};
 use hermes_rabbitmq::{
     DEAD_AT, DEAD_ERROR, DEAD_HANDLER, DEAD_ID, DEAD_KIND, DEAD_RETRIES, PRIORITY, RabbitMqDriver,
     RabbitMqOptions, quarantine_queue,
@@ -58,13 +57,20 @@ async fn bury(driver: &RabbitMqDriver, prefix: &str, n: usize) {
         driver.send(&m, DEFAULT_PRIORITY).await.unwrap();
         let d = claim(driver).await;
         assert_eq!(d.message().id(), m.id());
-        driver.dead_letter(&d, &failed("boom")).await.unwrap();
+        driver
+            .dead_letters()
+            .unwrap()
+            .add(&d, &failed("boom"))
+            .await
+            .unwrap();
     }
 }
 
 async fn listed_ids(driver: &RabbitMqDriver, priority: i32) -> Vec<String> {
     driver
-        .dead_letters(priority, 100)
+        .dead_letters()
+        .unwrap()
+        .list(priority, 100)
         .await
         .unwrap()
         .into_iter()
@@ -99,7 +105,12 @@ async fn a_dead_letter_is_the_delivered_body_with_its_reason_in_headers() {
     CLASSIC.push_raw(&queue, php).await.unwrap();
     let d = claim(&driver).await;
     let reason = failed("the disk is full").with_retries(3);
-    driver.dead_letter(&d, &reason).await.unwrap();
+    driver
+        .dead_letters()
+        .unwrap()
+        .add(&d, &reason)
+        .await
+        .unwrap();
     assert_eq!(ready(&queue).await, 0, "acknowledged on its queue");
 
     let (body, properties) = take_raw(&quarantine_queue(&queue))
@@ -184,9 +195,16 @@ async fn a_php_consumer_reads_plain_hermes_json_after_a_replay() {
         .unwrap();
     driver.send(&m, DEFAULT_PRIORITY).await.unwrap();
     let d = claim(&driver).await;
-    driver.dead_letter(&d, &failed("boom")).await.unwrap();
+    driver
+        .dead_letters()
+        .unwrap()
+        .add(&d, &failed("boom"))
+        .await
+        .unwrap();
     driver.flush().await.unwrap();
     let replayed = driver
+        .dead_letters()
+        .unwrap()
         .replay(DEFAULT_PRIORITY, &Replay::all())
         .await
         .unwrap();
@@ -222,7 +240,12 @@ async fn an_undecodable_body_replays_as_its_exact_bytes() {
     assert!(matches!(err, Error::Undecodable { .. }), "{err}");
     driver.flush().await.unwrap();
 
-    let letters = driver.dead_letters(DEFAULT_PRIORITY, 10).await.unwrap();
+    let letters = driver
+        .dead_letters()
+        .unwrap()
+        .list(DEFAULT_PRIORITY, 10)
+        .await
+        .unwrap();
     assert_eq!(letters.len(), 1, "{letters:?}");
     let letter = &letters[0];
     assert_eq!(letter.reason.kind, DeadKind::Undecodable);
@@ -240,6 +263,8 @@ async fn an_undecodable_body_replays_as_its_exact_bytes() {
     );
 
     let replayed = driver
+        .dead_letters()
+        .unwrap()
         .replay(DEFAULT_PRIORITY, &Replay::ids([letter.id.clone()]))
         .await
         .unwrap();
@@ -265,7 +290,12 @@ async fn a_body_quarantined_by_an_earlier_version_lists_and_replays() {
     let _ = connection.close(200, "bye".into()).await;
     publish_raw(&quarantine_queue(&queue), b"not json at all").await;
 
-    let letters = driver.dead_letters(DEFAULT_PRIORITY, 10).await.unwrap();
+    let letters = driver
+        .dead_letters()
+        .unwrap()
+        .list(DEFAULT_PRIORITY, 10)
+        .await
+        .unwrap();
     assert_eq!(letters.len(), 1, "{letters:?}");
     assert_eq!(letters[0].reason.kind, DeadKind::Undecodable);
     assert!(
@@ -278,6 +308,8 @@ async fn a_body_quarantined_by_an_earlier_version_lists_and_replays() {
         [letters[0].id.clone()]
     );
     let replayed = driver
+        .dead_letters()
+        .unwrap()
         .replay(DEFAULT_PRIORITY, &Replay::ids([letters[0].id.clone()]))
         .await
         .unwrap();
@@ -300,15 +332,20 @@ async fn the_dead_letters_of_two_priorities_are_kept_apart() {
         driver.send(&m, priority).await.unwrap();
         let d = driver.receive(&[priority], WAIT).await.unwrap().unwrap();
         assert_eq!(d.priority(), priority);
-        driver.dead_letter(&d, &failed("boom")).await.unwrap();
+        driver
+            .dead_letters()
+            .unwrap()
+            .add(&d, &failed("boom"))
+            .await
+            .unwrap();
     }
     assert_eq!(listed_ids(&driver, DEFAULT_PRIORITY).await, ["low-1"]);
     assert_eq!(listed_ids(&driver, HIGH).await, ["high-1"]);
-    let high_letter = &driver.dead_letters(HIGH, 1).await.unwrap()[0];
+    let high_letter = &driver.dead_letters().unwrap().list(HIGH, 1).await.unwrap()[0];
     assert_eq!(high_letter.priority, HIGH);
     assert_eq!(ready(&quarantine_queue(&high)).await, 1);
 
-    let stats = driver.stats().await.unwrap();
+    let stats = driver.inspect().unwrap().stats().await.unwrap();
     let names: Vec<&str> = stats.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, [high.as_str(), queue.as_str()], "highest first");
     for s in &stats {
@@ -318,15 +355,30 @@ async fn the_dead_letters_of_two_priorities_are_kept_apart() {
         assert_eq!(s.latency, Figure::Unknown);
     }
 
-    assert_eq!(driver.purge(HIGH, QueueState::Dead).await.unwrap(), Some(1));
+    assert_eq!(
+        driver
+            .inspect()
+            .unwrap()
+            .purge(HIGH, QueueState::Dead)
+            .await
+            .unwrap(),
+        Some(1)
+    );
     assert!(listed_ids(&driver, HIGH).await.is_empty());
     assert_eq!(listed_ids(&driver, DEFAULT_PRIORITY).await, ["low-1"]);
     assert_eq!(
-        driver.replay(HIGH, &Replay::all()).await.unwrap(),
+        driver
+            .dead_letters()
+            .unwrap()
+            .replay(HIGH, &Replay::all())
+            .await
+            .unwrap(),
         0,
         "nothing of the other priority is replayed"
     );
     let err = driver
+        .inspect()
+        .unwrap()
         .purge(DEFAULT_PRIORITY, QueueState::InFlight)
         .await
         .unwrap_err();
@@ -344,7 +396,9 @@ async fn a_listing_moves_nothing_and_keeps_the_order() {
     bury(&driver, "m", 4).await;
     assert_eq!(
         driver
-            .dead_letters(DEFAULT_PRIORITY, 2)
+            .dead_letters()
+            .unwrap()
+            .list(DEFAULT_PRIORITY, 2)
             .await
             .unwrap()
             .iter()
@@ -358,6 +412,8 @@ async fn a_listing_moves_nothing_and_keeps_the_order() {
     // Replaying one from the middle leaves the others in their order.
     assert_eq!(
         driver
+            .dead_letters()
+            .unwrap()
             .replay(DEFAULT_PRIORITY, &Replay::ids(["m-1"]))
             .await
             .unwrap(),
@@ -383,14 +439,16 @@ async fn two_replays_at_once_put_each_letter_back_once() {
     let (a, b) = (driver_with(&queue, |_| {}), driver_with(&queue, |_| {}));
     let all = Replay::all();
     let (ra, rb) = tokio::join!(
-        a.replay(DEFAULT_PRIORITY, &all),
-        b.replay(DEFAULT_PRIORITY, &all)
+        a.dead_letters().unwrap().replay(DEFAULT_PRIORITY, &all),
+        b.dead_letters().unwrap().replay(DEFAULT_PRIORITY, &all)
     );
     let (ra, rb) = (ra.unwrap(), rb.unwrap());
     // A letter the other replay holds is invisible to this one, so it may see fewer: what
     // one did not replay, the other did, or it is still dead.
     let left = driver
-        .dead_letters(DEFAULT_PRIORITY, 100)
+        .dead_letters()
+        .unwrap()
+        .list(DEFAULT_PRIORITY, 100)
         .await
         .unwrap()
         .len() as u64;
@@ -412,7 +470,7 @@ async fn stats_and_purges_of_delayed_messages_use_the_delay_queues() {
     let queue = unique_queue_name("stats-delayed");
     let driver = driver_with(&queue, |_| {});
     // Not declared yet: every count is 0.
-    let empty = driver.stats().await.unwrap();
+    let empty = driver.inspect().unwrap().stats().await.unwrap();
     assert_eq!(empty[0].waiting, Figure::Exact(0));
     assert_eq!(empty[0].delayed, Figure::Approximate(0));
     assert_eq!(empty[0].dead, Figure::Exact(0));
@@ -424,21 +482,25 @@ async fn stats_and_purges_of_delayed_messages_use_the_delay_queues() {
             .unwrap();
         driver.send(&m, DEFAULT_PRIORITY).await.unwrap();
     }
-    let stats = driver.stats().await.unwrap();
+    let stats = driver.inspect().unwrap().stats().await.unwrap();
     assert_eq!(stats[0].waiting, Figure::Exact(2));
     assert_eq!(stats[0].delayed, Figure::Approximate(3));
     assert_eq!(
         driver
+            .inspect()
+            .unwrap()
             .purge(DEFAULT_PRIORITY, QueueState::Delayed)
             .await
             .unwrap(),
         Some(3)
     );
-    let stats = driver.stats().await.unwrap();
+    let stats = driver.inspect().unwrap().stats().await.unwrap();
     assert_eq!(stats[0].waiting, Figure::Exact(2), "the waiting ones stay");
     assert_eq!(stats[0].delayed, Figure::Approximate(0));
     assert_eq!(
         driver
+            .inspect()
+            .unwrap()
             .purge(DEFAULT_PRIORITY, QueueState::Waiting)
             .await
             .unwrap(),

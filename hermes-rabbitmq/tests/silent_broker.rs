@@ -4,7 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use hermes_core::{DEFAULT_PRIORITY, Dispatcher, Driver, Error, Message, QueueState, Replay};
+use hermes_core::inspect::{QueueState, Replay};
+use hermes_core::{DEFAULT_PRIORITY, Dispatcher, Driver, Error, Message};
 use hermes_rabbitmq::{COMMAND_TIMEOUT, RabbitMqDriver, RabbitMqOptions};
 use hermes_testkit::silent_port;
 
@@ -39,13 +40,31 @@ async fn calls_to_a_silent_broker_fail_within_their_bound() {
     let (flushed, _) = within("flush", driver.flush()).await;
     flushed.unwrap();
 
-    let (stats, _) = within("stats", driver.stats()).await;
+    let (stats, _) = within("stats", driver.inspect().unwrap().stats()).await;
     assert!(stats.expect_err("no stats").is_temporary());
-    let (letters, _) = within("dead letters", driver.dead_letters(DEFAULT_PRIORITY, 10)).await;
+    let (letters, _) = within(
+        "dead letters",
+        driver.dead_letters().unwrap().list(DEFAULT_PRIORITY, 10),
+    )
+    .await;
     assert!(letters.expect_err("no dead letters").is_temporary());
-    let (replayed, _) = within("replay", driver.replay(DEFAULT_PRIORITY, &Replay::all())).await;
+    let (replayed, _) = within(
+        "replay",
+        driver
+            .dead_letters()
+            .unwrap()
+            .replay(DEFAULT_PRIORITY, &Replay::all()),
+    )
+    .await;
     assert!(replayed.expect_err("no replay").is_temporary());
-    let (purged, _) = within("purge", driver.purge(DEFAULT_PRIORITY, QueueState::Waiting)).await;
+    let (purged, _) = within(
+        "purge",
+        driver
+            .inspect()
+            .unwrap()
+            .purge(DEFAULT_PRIORITY, QueueState::Waiting),
+    )
+    .await;
     let error = purged.expect_err("no purge");
     assert!(error.is_temporary(), "{error:?}");
     assert!(!error.to_string().contains("guest:guest"), "{error}");

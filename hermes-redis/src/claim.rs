@@ -4,8 +4,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use hermes_core::driver::{Delivery, Receipt};
+use hermes_core::inspect::{DeadKind, DeadReason};
 use hermes_core::time::unix_now;
-use hermes_core::{DEFAULT_PRIORITY, DeadKind, DeadReason, Delivery, Error, Priority, Receipt};
+use hermes_core::{DEFAULT_PRIORITY, Error, Priority};
 
 use crate::client::Reply;
 use crate::driver::RedisSetDriver;
@@ -77,7 +79,7 @@ impl RedisSetDriver {
         }
         let driver = self.clone();
         let priorities = priorities.to_vec();
-        hermes_core::task::detached(async move { driver.claim(&priorities).await }).await
+        hermes_core::driver::task::detached(async move { driver.claim(&priorities).await }).await
     }
 
     /// Runs the claim script on the sets of `priorities`, sending the deferred acknowledgements

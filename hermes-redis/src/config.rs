@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use hermes_core::Retention;
+use hermes_core::inspect::Retention;
 
 /// When a message leaves Redis for good.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

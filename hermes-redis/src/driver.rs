@@ -5,11 +5,12 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use hermes_core::driver::{Capabilities, Delivery, PriorityQueues};
+use hermes_core::inspect::{DeadLetter, DeadReason, QueueState, QueueStats, Replay};
 use hermes_core::time::{poll, unix_now};
+use hermes_core::workers::WorkerInfo;
 use hermes_core::{
-    Capabilities, DEFAULT_PRIORITY, DeadLetter, DeadReason, Delivery, Driver, Error,
-    JsonSerializer, Message, Priority, PriorityQueues, QueueState, QueueStats, Replay, Serializer,
-    WorkerInfo, async_trait,
+    DEFAULT_PRIORITY, Driver, Error, JsonSerializer, Message, Priority, Serializer, async_trait,
 };
 
 use crate::claim::{RedisReceipt, Taken};

@@ -5,11 +5,10 @@
 
 use std::time::Duration;
 
+use hermes_core::driver::Delivery;
+use hermes_core::inspect::{DeadLetter, DeadReason, Figure, QueueState, QueueStats, Replay};
 use hermes_core::time::unix_now;
-use hermes_core::{
-    DEFAULT_PRIORITY, DeadLetter, DeadReason, Delivery, Error, Figure, Message, Priority,
-    QueueState, QueueStats, Replay,
-};
+use hermes_core::{DEFAULT_PRIORITY, Error, Message, Priority};
 
 use crate::claim::{RedisReceipt, Taken};
 use crate::client::Reply;
@@ -42,7 +41,10 @@ fn parse_record(record: &[u8]) -> (DeadReason, &[u8]) {
         None => (&record[..0], record),
     };
     let reason = DeadReason::from_json(head).unwrap_or_else(|| {
-        DeadReason::new(hermes_core::DeadKind::Undecodable, "no reason recorded")
+        DeadReason::new(
+            hermes_core::inspect::DeadKind::Undecodable,
+            "no reason recorded",
+        )
     });
     (reason, body)
 }
@@ -603,7 +605,7 @@ mod tests {
 
     #[test]
     fn a_record_holds_the_reason_and_the_body_as_it_was() {
-        let reason = DeadReason::new(hermes_core::DeadKind::Failed, "line one\nline two")
+        let reason = DeadReason::new(hermes_core::inspect::DeadKind::Failed, "line one\nline two")
             .with_handler("Archiver")
             .with_retries(2);
         let body = b"{\"not\":\n\"json\xff";
@@ -612,7 +614,7 @@ mod tests {
         assert_eq!(read, reason);
         assert_eq!(read_body, body);
         let (unknown, whole) = parse_record(b"garbage");
-        assert_eq!(unknown.kind, hermes_core::DeadKind::Undecodable);
+        assert_eq!(unknown.kind, hermes_core::inspect::DeadKind::Undecodable);
         assert_eq!(whole, b"garbage");
     }
 }

@@ -1,6 +1,7 @@
 //! The key names of one queue.
 
-use hermes_core::{Error, validate_queue_name};
+use hermes_core::Error;
+use hermes_core::driver::validate_queue_name;
 
 use crate::RedisOptions;
 
@@ -74,7 +75,7 @@ impl Keys {
         .contains(&&key);
         if taken || name.ends_with("_dead") || name.ends_with("_dead_letters") {
             return Err(Error::InvalidQueueName {
-                name: hermes_core::excerpt(name),
+                name: hermes_core::driver::excerpt(name),
                 reason: "the name is one of the queue's own keys (its schedule, claims, workers or dead letters)",
             });
         }

@@ -2,10 +2,9 @@
 //! queue's hash slot on a cluster), holding the id of the message that holds it, with the
 //! window as its time to live. Taking it and queueing the message are one script.
 
+use hermes_core::driver::unique_backend_name;
 use hermes_core::time::unix_now;
-use hermes_core::{
-    DEFAULT_PRIORITY, Emitted, Error, Message, Priority, Unique, unique_backend_name,
-};
+use hermes_core::{DEFAULT_PRIORITY, Emitted, Error, Message, Priority, Unique};
 
 use crate::client::Reply;
 use crate::driver::RedisSetDriver;

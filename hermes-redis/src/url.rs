@@ -1,6 +1,7 @@
 //! The Redis driver's URL: `redis://127.0.0.1:6379/0?key=hermes`.
 
-use hermes_core::{DriverUrl, Error};
+use hermes_core::Error;
+use hermes_core::driver::DriverUrl;
 
 use crate::{DeliveryMode, RedisOptions, RedisSetDriver};
 
@@ -120,7 +121,7 @@ fn unknown_client(client: &str) -> Error {
         driver: crate::NAME,
         message: format!(
             "client is redis or fred (as this build has them), not {:?}",
-            hermes_core::excerpt(client)
+            hermes_core::driver::excerpt(client)
         ),
     }
 }

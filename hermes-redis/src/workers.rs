@@ -6,8 +6,9 @@
 
 use std::time::Duration;
 
+use hermes_core::Error;
 use hermes_core::time::unix_now;
-use hermes_core::{Error, WorkerInfo};
+use hermes_core::workers::WorkerInfo;
 
 use crate::client::Reply;
 use crate::driver::RedisSetDriver;

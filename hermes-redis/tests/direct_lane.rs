@@ -8,7 +8,8 @@ mod common;
 use std::time::Duration;
 
 use common::own_redis::{OwnRedis, PASSWORD};
-use hermes_core::{DEFAULT_PRIORITY, Driver, Message, QueueState};
+use hermes_core::inspect::QueueState;
+use hermes_core::{DEFAULT_PRIORITY, Driver, Message};
 use hermes_redis::{RedisOptions, RedisSetDriver};
 
 fn options() -> RedisOptions {
@@ -100,7 +101,7 @@ async fn a_call_dropped_mid_way_leaves_no_answer_for_the_next() {
     // first, and a script answering an array would choke on it.
     let stats = tokio::spawn({
         let driver = driver.clone();
-        async move { driver.stats().await }
+        async move { driver.inspect().unwrap().stats().await }
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
     redis.signal("-CONT");
@@ -113,6 +114,8 @@ async fn a_call_dropped_mid_way_leaves_no_answer_for_the_next() {
         .await
         .unwrap();
     let peeked = driver
+        .browse()
+        .unwrap()
         .peek(DEFAULT_PRIORITY, QueueState::Waiting, 10)
         .await
         .unwrap();

@@ -7,10 +7,8 @@ mod common;
 use std::time::Duration;
 
 use common::{Setup, cmd, redis_url};
-use hermes_core::{
-    DEFAULT_PRIORITY, DeadKind, DeadReason, Driver, Figure, JsonSerializer, Message, QueueState,
-    Replay, Retention, Serializer,
-};
+use hermes_core::inspect::{DeadKind, DeadReason, Figure, QueueState, Replay, Retention};
+use hermes_core::{DEFAULT_PRIORITY, Driver, JsonSerializer, Message, Serializer};
 use hermes_redis::{LATENCY_SCAN_LIMIT, RedisSetDriver};
 use hermes_testkit::suite::unique_queue_name;
 
@@ -60,7 +58,12 @@ async fn bury_one(driver: &RedisSetDriver, priority: i32, error: &str) -> String
         .unwrap()
         .expect("a message");
     let reason = DeadReason::new(DeadKind::Failed, error).with_handler("Test");
-    driver.dead_letter(&delivery, &reason).await.unwrap();
+    driver
+        .dead_letters()
+        .unwrap()
+        .add(&delivery, &reason)
+        .await
+        .unwrap();
     delivery.message().id().to_owned()
 }
 
@@ -93,21 +96,34 @@ async fn dead_letters_of_two_priorities_are_kept_apart_and_replay_as_hermes_json
     ])
     .await;
     assert_eq!(ids, ["m-2"]);
-    let high = driver.dead_letters(HIGH, 10).await.unwrap();
+    let high = driver.dead_letters().unwrap().list(HIGH, 10).await.unwrap();
     assert_eq!(high.len(), 1);
     assert_eq!(high[0].reason.error, "high failed");
     assert_eq!(high[0].priority, HIGH);
-    let low = driver.dead_letters(DEFAULT_PRIORITY, 10).await.unwrap();
+    let low = driver
+        .dead_letters()
+        .unwrap()
+        .list(DEFAULT_PRIORITY, 10)
+        .await
+        .unwrap();
     assert_eq!(
         low.iter().map(|l| l.id.as_str()).collect::<Vec<_>>(),
         ["m-1"]
     );
-    let stats = driver.stats().await.unwrap();
+    let stats = driver.inspect().unwrap().stats().await.unwrap();
     assert_eq!(stats[0].priority, HIGH, "highest priority first");
     assert_eq!(stats[0].dead, Figure::Exact(1));
     assert_eq!(stats[1].dead, Figure::Exact(1));
 
-    assert_eq!(driver.replay(HIGH, &Replay::all()).await.unwrap(), 1);
+    assert_eq!(
+        driver
+            .dead_letters()
+            .unwrap()
+            .replay(HIGH, &Replay::all())
+            .await
+            .unwrap(),
+        1
+    );
     let members: Vec<Vec<u8>> = cmd(&[b"SMEMBERS", format!("{queue}_high").as_bytes()]).await;
     assert_eq!(members.len(), 1);
     let back = JsonSerializer
@@ -118,14 +134,21 @@ async fn dead_letters_of_two_priorities_are_kept_apart_and_replay_as_hermes_json
     assert_eq!((back.retries(), back.execute_at()), (0, None));
     assert_eq!(
         driver
-            .dead_letters(DEFAULT_PRIORITY, 10)
+            .dead_letters()
+            .unwrap()
+            .list(DEFAULT_PRIORITY, 10)
             .await
             .unwrap()
             .len(),
         1
     );
     assert_eq!(
-        driver.replay(HIGH, &Replay::all()).await.unwrap(),
+        driver
+            .dead_letters()
+            .unwrap()
+            .replay(HIGH, &Replay::all())
+            .await
+            .unwrap(),
         0,
         "gone once replayed"
     );
@@ -145,7 +168,12 @@ async fn retention_drops_the_oldest_by_count_and_by_age() {
         bury_one(&driver, DEFAULT_PRIORITY, "failed").await;
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let kept = driver.dead_letters(DEFAULT_PRIORITY, 10).await.unwrap();
+    let kept = driver
+        .dead_letters()
+        .unwrap()
+        .list(DEFAULT_PRIORITY, 10)
+        .await
+        .unwrap();
     assert_eq!(kept.len(), 2);
     assert!(kept.iter().all(|l| l.id != "m-0"), "the oldest went");
     let records: i64 = cmd(&[b"HLEN", format!("{queue}_dead_letters").as_bytes()]).await;
@@ -157,7 +185,12 @@ async fn retention_drops_the_oldest_by_count_and_by_age() {
     tokio::time::sleep(Duration::from_millis(400)).await;
     driver.send(&message(9), DEFAULT_PRIORITY).await.unwrap();
     bury_one(&driver, DEFAULT_PRIORITY, "failed").await;
-    let kept = driver.dead_letters(DEFAULT_PRIORITY, 10).await.unwrap();
+    let kept = driver
+        .dead_letters()
+        .unwrap()
+        .list(DEFAULT_PRIORITY, 10)
+        .await
+        .unwrap();
     assert_eq!(
         kept.iter().map(|l| l.id.as_str()).collect::<Vec<_>>(),
         ["m-9"]
@@ -191,7 +224,7 @@ async fn scheduled_messages_count_for_the_queue_they_will_reach() {
     let past = (now - 5.0).to_string();
     cmd::<i64>(&[b"ZADD", schedule.as_bytes(), past.as_bytes(), &due_body]).await;
 
-    let stats = driver.stats().await.unwrap();
+    let stats = driver.inspect().unwrap().stats().await.unwrap();
     let (high, default) = (&stats[0], &stats[1]);
     assert_eq!(high.delayed, Figure::Exact(2));
     assert_eq!(high.waiting, Figure::Exact(0));
@@ -201,26 +234,48 @@ async fn scheduled_messages_count_for_the_queue_they_will_reach() {
         panic!("{:?}", default.latency)
     };
     assert!(latency >= Duration::from_secs(5), "{latency:?}");
-    let peeked = driver.peek(HIGH, QueueState::Delayed, 10).await.unwrap();
+    let peeked = driver
+        .browse()
+        .unwrap()
+        .peek(HIGH, QueueState::Delayed, 10)
+        .await
+        .unwrap();
     assert_eq!(
         peeked.iter().map(Message::id).collect::<Vec<_>>(),
         ["later-1", "later-2"]
     );
     let waiting = driver
+        .browse()
+        .unwrap()
         .peek(DEFAULT_PRIORITY, QueueState::Waiting, 10)
         .await
         .unwrap();
     assert_eq!(waiting, [due]);
 
     assert_eq!(
-        driver.purge(HIGH, QueueState::Delayed).await.unwrap(),
+        driver
+            .inspect()
+            .unwrap()
+            .purge(HIGH, QueueState::Delayed)
+            .await
+            .unwrap(),
         Some(2)
     );
-    let stats = driver.stats().await.unwrap();
+    let stats = driver.inspect().unwrap().stats().await.unwrap();
     assert_eq!(stats[0].delayed, Figure::Exact(0));
     assert_eq!(stats[1].delayed, Figure::Exact(1), "the default's stays");
-    assert!(driver.delete(DEFAULT_PRIORITY, "later-3").await.unwrap());
-    assert_eq!(driver.stats().await.unwrap()[1].delayed, Figure::Exact(0));
+    assert!(
+        driver
+            .browse()
+            .unwrap()
+            .delete(DEFAULT_PRIORITY, "later-3")
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        driver.inspect().unwrap().stats().await.unwrap()[1].delayed,
+        Figure::Exact(0)
+    );
     cleanup(&queue).await;
 }
 
@@ -236,6 +291,8 @@ async fn the_latency_of_a_large_set_is_unknown_not_guessed() {
         .await
         .unwrap();
     let default = driver
+        .inspect()
+        .unwrap()
         .stats()
         .await
         .unwrap()
@@ -246,6 +303,8 @@ async fn the_latency_of_a_large_set_is_unknown_not_guessed() {
     assert_eq!(default.latency, Figure::Unknown);
     assert_eq!(
         driver
+            .inspect()
+            .unwrap()
             .purge(DEFAULT_PRIORITY, QueueState::Waiting)
             .await
             .unwrap(),
@@ -294,13 +353,27 @@ async fn dead_letters_with_one_message_id_are_kept_apart() {
         driver.send(&message, DEFAULT_PRIORITY).await.unwrap();
         bury_one(&driver, DEFAULT_PRIORITY, "failed").await;
     }
-    let letters = driver.dead_letters(DEFAULT_PRIORITY, 10).await.unwrap();
+    let letters = driver
+        .dead_letters()
+        .unwrap()
+        .list(DEFAULT_PRIORITY, 10)
+        .await
+        .unwrap();
     assert_eq!(letters.len(), 3, "none overwrote another");
     assert!(letters.iter().all(|l| l.id == "order-42"));
-    assert!(driver.delete(DEFAULT_PRIORITY, "order-42").await.unwrap());
+    assert!(
+        driver
+            .browse()
+            .unwrap()
+            .delete(DEFAULT_PRIORITY, "order-42")
+            .await
+            .unwrap()
+    );
     assert_eq!(
         driver
-            .dead_letters(DEFAULT_PRIORITY, 10)
+            .dead_letters()
+            .unwrap()
+            .list(DEFAULT_PRIORITY, 10)
             .await
             .unwrap()
             .len(),
@@ -308,6 +381,8 @@ async fn dead_letters_with_one_message_id_are_kept_apart() {
     );
     assert_eq!(
         driver
+            .dead_letters()
+            .unwrap()
             .replay(DEFAULT_PRIORITY, &Replay::ids(["order-42"]))
             .await
             .unwrap(),
@@ -324,13 +399,17 @@ async fn the_workers_hash_expires_once_no_worker_announces() {
         let queue = unique_queue_name("workers-ttl");
         let driver = setup.connect(setup.options(&queue)).await.expect("Redis");
         let key = format!("{queue}_workers");
-        let lasting = hermes_core::WorkerInfo::new(1, &[], Duration::from_secs(5));
-        let brief = hermes_core::WorkerInfo::new(1, &[], Duration::from_millis(800));
+        let lasting = hermes_core::workers::WorkerInfo::new(1, &[], Duration::from_secs(5));
+        let brief = hermes_core::workers::WorkerInfo::new(1, &[], Duration::from_millis(800));
         driver
+            .workers()
+            .unwrap()
             .announce(&lasting, Duration::from_secs(5))
             .await
             .unwrap();
         driver
+            .workers()
+            .unwrap()
             .announce(&brief, Duration::from_millis(800))
             .await
             .unwrap();
@@ -344,6 +423,8 @@ async fn the_workers_hash_expires_once_no_worker_announces() {
         // A worker killed without withdrawing: nobody lists the workers, yet the key goes away
         // by itself once its announcement has run out.
         driver
+            .workers()
+            .unwrap()
             .announce(&brief, Duration::from_millis(800))
             .await
             .unwrap();
@@ -352,6 +433,6 @@ async fn the_workers_hash_expires_once_no_worker_announces() {
         tokio::time::sleep(Duration::from_millis(1100)).await;
         let exists: i64 = cmd(&[b"EXISTS", key.as_bytes()]).await;
         assert_eq!(exists, 0, "{setup:?}");
-        assert!(driver.workers().await.unwrap().is_empty());
+        assert!(driver.workers().unwrap().list().await.unwrap().is_empty());
     }
 }

@@ -4,7 +4,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_sqs::types::QueueAttributeName;
-use hermes_core::{Error, Retention};
+use hermes_core::Error;
+use hermes_core::inspect::Retention;
 
 use crate::NAME;
 

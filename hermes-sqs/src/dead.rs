@@ -9,7 +9,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_sqs::types::{MessageAttributeValue, MessageSystemAttributeName};
-use hermes_core::{DEFAULT_PRIORITY, DeadKind, DeadReason, DecodeError, Error, Priority};
+use hermes_core::inspect::{DeadKind, DeadReason};
+use hermes_core::{DEFAULT_PRIORITY, DecodeError, Error, Priority};
 
 use crate::driver::SqsDriver;
 use crate::error::{COMMAND_TIMEOUT, bounded, sdk_error};

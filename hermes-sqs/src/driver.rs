@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::QueueAttributeName;
+use hermes_core::driver::{Capabilities, Delivery, PriorityQueues};
+use hermes_core::inspect::{DeadLetter, DeadReason, QueueState, QueueStats, Replay};
 use hermes_core::{
-    Capabilities, DEFAULT_PRIORITY, DeadLetter, DeadReason, Delivery, Driver, Error,
-    JsonSerializer, Message, Priority, PriorityQueues, QueueState, QueueStats, Replay, Serializer,
-    async_trait,
+    DEFAULT_PRIORITY, Driver, Error, JsonSerializer, Message, Priority, Serializer, async_trait,
 };
 use tokio::sync::{Notify, OnceCell};
 use tokio::time::Instant;
@@ -82,7 +82,7 @@ const POLL_SLACK: Duration = Duration::from_millis(50);
 ///   (delayed). Messages this process claimed ahead and has not handed out count as waiting.
 ///   The delay queue's and the dead-letter queue's counts are added to the queue's delayed and
 ///   dead figures when the driver has one queue; with several priority queues SQS cannot tell
-///   whose they are, so those figures are [`Figure::Unknown`](hermes_core::Figure) unless the
+///   whose they are, so those figures are [`Figure::Unknown`](hermes_core::inspect::Figure) unless the
 ///   shared queue is empty. The latency is always unknown (SQS does not say how old the
 ///   oldest message is). A queue that does not exist yet counts 0 and is not created.
 /// - **Purge** ([`Driver::purge`]) of the waiting messages (received and deleted until none is
@@ -365,7 +365,7 @@ impl Driver for SqsDriver {
                     return found.map(Some);
                 }
                 if let Some(poll) = self.start_poll(name, 0, false) {
-                    hermes_core::task::join(poll).await?;
+                    hermes_core::driver::task::join(poll).await?;
                     if let Some(found) = self.take(*priority, name).await {
                         return found.map(Some);
                     }

@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
+use hermes_core::inspect::{DeadLetter, Figure, QueueState, QueueStats, Replay};
 use hermes_core::time::unix_now;
-use hermes_core::{DeadLetter, Error, Figure, Priority, QueueState, QueueStats, Replay};
+use hermes_core::{Error, Priority};
 
 use crate::dead::{READING_VISIBILITY, Reading, StoredLetter};
 use crate::driver::SqsDriver;

@@ -1,7 +1,8 @@
 //! SQS queue names: what SQS accepts, the names of the dead-letter queue (the quarantine) and
 //! the delay queue, and the message attribute naming where a delayed message goes.
 
-use hermes_core::{Error, validate_queue_name};
+use hermes_core::Error;
+use hermes_core::driver::validate_queue_name;
 
 /// What the default queue's name gets for the dead-letter queue (the quarantine).
 pub const QUARANTINE_SUFFIX: &str = "-quarantine";
@@ -49,7 +50,7 @@ pub(crate) fn validate_sqs_queue_name(name: &str, max_len: usize) -> Result<(), 
     };
     match reason {
         Some(reason) => Err(Error::InvalidQueueName {
-            name: hermes_core::excerpt(name),
+            name: hermes_core::driver::excerpt(name),
             reason,
         }),
         None => Ok(()),

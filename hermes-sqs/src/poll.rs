@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::ChangeMessageVisibilityBatchRequestEntry;
+use hermes_core::driver::{Delivery, Receipt};
 use hermes_core::time::unix_now;
-use hermes_core::{Delivery, Error, Message, Priority, Receipt};
+use hermes_core::{Error, Message, Priority};
 use tokio::time::Instant;
 
 use crate::driver::{Inner, SqsDriver, lock};

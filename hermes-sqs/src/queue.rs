@@ -134,7 +134,7 @@ impl SqsDriver {
         }))
     }
 
-    /// The quarantine's `MessageRetentionPeriod`: [`Retention::max_age`](hermes_core::Retention)
+    /// The quarantine's `MessageRetentionPeriod`: [`Retention::max_age`](hermes_core::inspect::Retention)
     /// within what SQS allows (60 s to 14 days), in whole seconds.
     pub(crate) fn store_retention_seconds(&self) -> u64 {
         let age = self.inner.options.retention.max_age;

@@ -7,7 +7,8 @@ use aws_config::timeout::TimeoutConfig;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::config::Region;
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
-use hermes_core::{DriverUrl, Error};
+use hermes_core::Error;
+use hermes_core::driver::DriverUrl;
 
 use crate::naming::{MAX_DEFAULT_QUEUE_NAME_LEN, validate_sqs_queue_name};
 use crate::{NAME, SqsDriver, SqsOptions};

@@ -9,11 +9,10 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use common::{client, count, open, options, queue_url, sqs_or_skip, take_raw};
+use hermes_core::driver::Delivery;
+use hermes_core::inspect::{DeadKind, DeadReason, Figure, QueueState, QueueStats, Replay};
 use hermes_core::time::unix_now;
-use hermes_core::{
-    DEFAULT_PRIORITY, DeadKind, DeadReason, Delivery, Driver, Error, Figure, JsonSerializer,
-    Message, QueueState, QueueStats, Replay, Serializer,
-};
+use hermes_core::{DEFAULT_PRIORITY, Driver, Error, JsonSerializer, Message, Serializer};
 use hermes_sqs::aws_sdk_sqs::Client;
 use hermes_sqs::aws_sdk_sqs::types::{
     Message as SqsMessage, MessageAttributeValue, QueueAttributeName,
@@ -129,7 +128,9 @@ async fn a_dead_letter_keeps_the_body_unchanged_and_its_reason_in_attributes() {
     let long_error = format!("the disk is full {}", "é".repeat(2000));
     let before = unix_now();
     driver
-        .dead_letter(&delivery, &failure(&long_error))
+        .dead_letters()
+        .unwrap()
+        .add(&delivery, &failure(&long_error))
         .await
         .expect("dead-lettering");
     assert_eq!(count(&sdk, &queue).await, 0, "deleted from its queue");
@@ -150,7 +151,12 @@ async fn a_dead_letter_keeps_the_body_unchanged_and_its_reason_in_attributes() {
     assert!(at >= before - 1.0 && at <= unix_now() + 1.0, "{at}");
     assert_eq!(attributes[AT_ATTRIBUTE].data_type(), "Number");
 
-    let letters = driver.dead_letters(DEFAULT_PRIORITY, 10).await.unwrap();
+    let letters = driver
+        .dead_letters()
+        .unwrap()
+        .list(DEFAULT_PRIORITY, 10)
+        .await
+        .unwrap();
     assert_eq!(letters.len(), 1);
     assert_eq!(letters[0].id, "php-1");
     assert_eq!(letters[0].reason.kind, DeadKind::Failed);
@@ -176,8 +182,15 @@ async fn the_queues_keep_plain_hermes_json_also_after_a_replay() {
         .unwrap();
     driver.send(&message, DEFAULT_PRIORITY).await.unwrap();
     let delivery = claim(&driver).await;
-    driver.dead_letter(&delivery, &failure("no")).await.unwrap();
+    driver
+        .dead_letters()
+        .unwrap()
+        .add(&delivery, &failure("no"))
+        .await
+        .unwrap();
     let replayed = driver
+        .dead_letters()
+        .unwrap()
         .replay(DEFAULT_PRIORITY, &Replay::all())
         .await
         .unwrap();
@@ -221,7 +234,12 @@ async fn an_undecodable_body_replays_as_its_exact_bytes() {
         .unwrap_err();
     assert!(matches!(err, Error::Undecodable { .. }), "{err}");
 
-    let letters = driver.dead_letters(DEFAULT_PRIORITY, 10).await.unwrap();
+    let letters = driver
+        .dead_letters()
+        .unwrap()
+        .list(DEFAULT_PRIORITY, 10)
+        .await
+        .unwrap();
     assert_eq!(letters.len(), 1);
     let letter = &letters[0];
     assert_eq!(letter.reason.kind, DeadKind::Undecodable);
@@ -234,6 +252,8 @@ async fn an_undecodable_body_replays_as_its_exact_bytes() {
     // A replay of another id leaves it.
     assert_eq!(
         driver
+            .dead_letters()
+            .unwrap()
             .replay(DEFAULT_PRIORITY, &Replay::ids(["nope"]))
             .await
             .unwrap(),
@@ -241,6 +261,8 @@ async fn an_undecodable_body_replays_as_its_exact_bytes() {
     );
     assert_eq!(
         driver
+            .dead_letters()
+            .unwrap()
             .replay(DEFAULT_PRIORITY, &Replay::ids([letter.id.clone()]))
             .await
             .unwrap(),
@@ -253,7 +275,9 @@ async fn an_undecodable_body_replays_as_its_exact_bytes() {
     );
     assert!(
         driver
-            .dead_letters(DEFAULT_PRIORITY, 10)
+            .dead_letters()
+            .unwrap()
+            .list(DEFAULT_PRIORITY, 10)
             .await
             .unwrap()
             .is_empty()
@@ -283,38 +307,71 @@ async fn dead_letters_of_two_priorities_are_kept_apart() {
         let delivery = claim(&driver).await;
         let error = format!("failed {}", delivery.message().id());
         driver
-            .dead_letter(&delivery, &failure(&error))
+            .dead_letters()
+            .unwrap()
+            .add(&delivery, &failure(&error))
             .await
             .unwrap();
     }
-    let ids = |letters: Vec<hermes_core::DeadLetter>| {
+    let ids = |letters: Vec<hermes_core::inspect::DeadLetter>| {
         let mut ids: Vec<String> = letters.into_iter().map(|l| l.id).collect();
         ids.sort();
         ids
     };
-    let low = driver.dead_letters(DEFAULT_PRIORITY, 10).await.unwrap();
+    let low = driver
+        .dead_letters()
+        .unwrap()
+        .list(DEFAULT_PRIORITY, 10)
+        .await
+        .unwrap();
     assert!(low.iter().all(|l| l.priority == DEFAULT_PRIORITY));
     assert_eq!(ids(low), ["low-1"]);
-    let highs = driver.dead_letters(HIGH, 10).await.unwrap();
+    let highs = driver.dead_letters().unwrap().list(HIGH, 10).await.unwrap();
     assert!(highs.iter().all(|l| l.priority == HIGH));
     assert_eq!(ids(highs), ["high-1", "high-2"]);
 
     // SQS counts the shared dead-letter queue as a whole: whose letters they are is unknown.
-    let stats = driver.stats().await.unwrap();
+    let stats = driver.inspect().unwrap().stats().await.unwrap();
     assert_eq!(stats.len(), 2);
     assert_eq!(stats[0].priority, HIGH, "highest first");
     assert!(stats.iter().all(|s| s.dead == Figure::Unknown), "{stats:?}");
 
     assert_eq!(
-        driver.replay(HIGH, &Replay::ids(["high-2"])).await.unwrap(),
+        driver
+            .dead_letters()
+            .unwrap()
+            .replay(HIGH, &Replay::ids(["high-2"]))
+            .await
+            .unwrap(),
         1
     );
     assert_eq!(count(&sdk, &high).await, 1, "back on its own queue");
     assert_eq!(count(&sdk, &queue).await, 0);
-    assert_eq!(driver.purge(HIGH, QueueState::Dead).await.unwrap(), Some(1));
-    assert!(driver.dead_letters(HIGH, 10).await.unwrap().is_empty());
     assert_eq!(
-        ids(driver.dead_letters(DEFAULT_PRIORITY, 10).await.unwrap()),
+        driver
+            .inspect()
+            .unwrap()
+            .purge(HIGH, QueueState::Dead)
+            .await
+            .unwrap(),
+        Some(1)
+    );
+    assert!(
+        driver
+            .dead_letters()
+            .unwrap()
+            .list(HIGH, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        ids(driver
+            .dead_letters()
+            .unwrap()
+            .list(DEFAULT_PRIORITY, 10)
+            .await
+            .unwrap()),
         ["low-1"],
         "the other queue's letter stays"
     );
@@ -342,18 +399,33 @@ async fn letters_are_listed_oldest_first_each_once_and_stay_visible() {
         // The later the number, the older the letter.
         let mut reason = failure("old");
         reason.at = unix_now() - 1000.0 - n;
-        driver.dead_letter(&delivery, &reason).await.unwrap();
+        driver
+            .dead_letters()
+            .unwrap()
+            .add(&delivery, &reason)
+            .await
+            .unwrap();
     }
-    let letters = driver.dead_letters(DEFAULT_PRIORITY, 100).await.unwrap();
+    let letters = driver
+        .dead_letters()
+        .unwrap()
+        .list(DEFAULT_PRIORITY, 100)
+        .await
+        .unwrap();
     let ids: Vec<&str> = letters.iter().map(|l| l.id.as_str()).collect();
     let want: Vec<String> = (0..12).rev().map(|n| format!("m{n:02}")).collect();
     assert_eq!(ids, want, "oldest first, each once");
-    let first = driver.dead_letters(DEFAULT_PRIORITY, 2).await.unwrap();
+    let first = driver
+        .dead_letters()
+        .unwrap()
+        .list(DEFAULT_PRIORITY, 2)
+        .await
+        .unwrap();
     assert_eq!(first.len(), 2);
     assert_eq!(first[0].id, "m11");
     // Made visible again: a plain receive sees them at once.
     assert_eq!(look(&sdk, &quarantine_queue(&queue)).await.len(), 10);
-    let stats = driver.stats().await.unwrap();
+    let stats = driver.inspect().unwrap().stats().await.unwrap();
     assert_eq!(default_stats(&stats).dead, Figure::Approximate(12));
     common::cleanup(&queue).await;
 }
@@ -372,9 +444,19 @@ async fn the_count_cap_drops_the_oldest_letters() {
         let message = Message::builder("t").id(format!("c{n}")).build().unwrap();
         driver.send(&message, DEFAULT_PRIORITY).await.unwrap();
         let delivery = claim(&driver).await;
-        driver.dead_letter(&delivery, &failure("x")).await.unwrap();
+        driver
+            .dead_letters()
+            .unwrap()
+            .add(&delivery, &failure("x"))
+            .await
+            .unwrap();
     }
-    let letters = driver.dead_letters(DEFAULT_PRIORITY, 10).await.unwrap();
+    let letters = driver
+        .dead_letters()
+        .unwrap()
+        .list(DEFAULT_PRIORITY, 10)
+        .await
+        .unwrap();
     let ids: Vec<&str> = letters.iter().map(|l| l.id.as_str()).collect();
     assert_eq!(ids, ["c2", "c3", "c4"], "the oldest dropped");
     // The age is the dead-letter queue's retention.
@@ -391,7 +473,7 @@ async fn figures_are_sqs_approximate_counts_and_latency_is_unknown() {
     let sdk = client().await;
     let driver = open(&queue, options()).await;
     // A queue that does not exist yet counts nothing, and is not created.
-    let empty = driver.stats().await.unwrap();
+    let empty = driver.inspect().unwrap().stats().await.unwrap();
     let empty = default_stats(&empty);
     assert_eq!(empty.waiting, Figure::Approximate(0));
     assert_eq!(empty.latency, Figure::Unknown);
@@ -413,7 +495,7 @@ async fn figures_are_sqs_approximate_counts_and_latency_is_unknown() {
     }
     // One handed out; the rest of its batch is held by this process, still waiting.
     let held = claim(&driver).await;
-    let stats = driver.stats().await.unwrap();
+    let stats = driver.inspect().unwrap().stats().await.unwrap();
     let stats = default_stats(&stats);
     assert_eq!(stats.waiting, Figure::Approximate(3), "{stats:?}");
     assert_eq!(stats.in_flight, Figure::Approximate(1), "{stats:?}");
@@ -424,8 +506,13 @@ async fn figures_are_sqs_approximate_counts_and_latency_is_unknown() {
     );
     assert_eq!(stats.dead, Figure::Approximate(0));
     assert_eq!(stats.latency, Figure::Unknown);
-    driver.dead_letter(&held, &failure("x")).await.unwrap();
-    let stats = driver.stats().await.unwrap();
+    driver
+        .dead_letters()
+        .unwrap()
+        .add(&held, &failure("x"))
+        .await
+        .unwrap();
+    let stats = driver.inspect().unwrap().stats().await.unwrap();
     let stats = default_stats(&stats);
     assert_eq!(stats.in_flight, Figure::Approximate(0), "{stats:?}");
     assert_eq!(stats.dead, Figure::Approximate(1), "{stats:?}");
@@ -457,6 +544,8 @@ async fn a_purge_of_waiting_messages_leaves_delayed_and_claimed_ones() {
     let claimed = claim(&other).await;
 
     let purged = driver
+        .inspect()
+        .unwrap()
         .purge(DEFAULT_PRIORITY, QueueState::Waiting)
         .await
         .unwrap();
@@ -467,7 +556,12 @@ async fn a_purge_of_waiting_messages_leaves_delayed_and_claimed_ones() {
         "the delayed and the claimed one"
     );
     for state in [QueueState::Delayed, QueueState::InFlight] {
-        let err = driver.purge(DEFAULT_PRIORITY, state).await.unwrap_err();
+        let err = driver
+            .inspect()
+            .unwrap()
+            .purge(DEFAULT_PRIORITY, state)
+            .await
+            .unwrap_err();
         assert!(matches!(err, Error::Unsupported { .. }), "{state}: {err}");
     }
     assert!(
@@ -532,8 +626,13 @@ async fn from_url_reads_the_url_and_the_environment() {
         "visibility_timeout=2 asked for: {:?}",
         delivery.lease()
     );
-    driver.dead_letter(&delivery, &failure("x")).await.unwrap();
-    let stats = driver.stats().await.unwrap();
+    driver
+        .dead_letters()
+        .unwrap()
+        .add(&delivery, &failure("x"))
+        .await
+        .unwrap();
+    let stats = driver.inspect().unwrap().stats().await.unwrap();
     assert_eq!(default_stats(&stats).dead, Figure::Approximate(1));
     assert_eq!(retention(&quarantine_queue(&queue)).await, "7200");
     // A driver from a URL of a server that takes the connection and never answers fails
@@ -544,7 +643,7 @@ async fn from_url_reads_the_url_and_the_environment() {
     );
     let silent = SqsDriver::from_url(&silent).await.expect("a driver");
     let started = std::time::Instant::now();
-    let err = silent.stats().await.unwrap_err();
+    let err = silent.inspect().unwrap().stats().await.unwrap_err();
     assert!(err.is_temporary(), "{err}");
     assert!(
         started.elapsed() < hermes_sqs::COMMAND_TIMEOUT + Duration::from_secs(2),

@@ -3,7 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use hermes_core::{DEFAULT_PRIORITY, Driver, Message, QueueState, Replay};
+use hermes_core::inspect::{QueueState, Replay};
+use hermes_core::{DEFAULT_PRIORITY, Driver, Message};
 use hermes_sqs::aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
 use hermes_sqs::{COMMAND_TIMEOUT, SqsDriver, SqsOptions, aws_sdk_sqs};
 use hermes_testkit::silent_port;
@@ -63,28 +64,34 @@ async fn inspection_on_a_silent_endpoint_fails_within_its_bound() {
     let driver =
         SqsDriver::with_options(silent_client().await, "silent", SqsOptions::default()).unwrap();
     let bound = COMMAND_TIMEOUT + Duration::from_secs(2);
-    let stats = within("stats", bound, driver.stats()).await;
+    let stats = within("stats", bound, driver.inspect().unwrap().stats()).await;
     let error = stats.expect_err("no figures from nowhere");
     assert!(error.is_temporary(), "{error:?}");
     assert!(error.to_string().contains("no answer from SQS"), "{error}");
     let listed = within(
         "dead_letters",
         bound,
-        driver.dead_letters(DEFAULT_PRIORITY, 10),
+        driver.dead_letters().unwrap().list(DEFAULT_PRIORITY, 10),
     )
     .await;
     assert!(listed.expect_err("no letters from nowhere").is_temporary());
     let replayed = within(
         "replay",
         bound,
-        driver.replay(DEFAULT_PRIORITY, &Replay::all()),
+        driver
+            .dead_letters()
+            .unwrap()
+            .replay(DEFAULT_PRIORITY, &Replay::all()),
     )
     .await;
     assert!(replayed.expect_err("nothing replayed").is_temporary());
     let purged = within(
         "purge",
         bound,
-        driver.purge(DEFAULT_PRIORITY, QueueState::Waiting),
+        driver
+            .inspect()
+            .unwrap()
+            .purge(DEFAULT_PRIORITY, QueueState::Waiting),
     )
     .await;
     assert!(purged.expect_err("nothing purged").is_temporary());

@@ -5,10 +5,8 @@ use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use hermes_core::{
-    Capabilities, DeadLetter, DeadReason, Delivery, Driver, Error, Message, Priority, QueueState,
-    QueueStats, Replay, WorkerInfo, async_trait,
-};
+use hermes_core::driver::{Capabilities, Delivery, async_trait, forward};
+use hermes_core::{Driver, Error, Message, Priority};
 
 /// An operation of the [`Driver`] trait, as [`HookedDriver`] counts and hooks it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -311,6 +309,7 @@ impl<D: Driver> fmt::Debug for HookedDriver<D> {
 }
 
 #[async_trait]
+#[warn(clippy::missing_trait_methods)]
 impl<D: Driver> Driver for HookedDriver<D> {
     fn name(&self) -> &'static str {
         self.name.unwrap_or_else(|| self.inner.name())
@@ -365,70 +364,8 @@ impl<D: Driver> Driver for HookedDriver<D> {
         self.inner.flush().await
     }
 
-    // Inspection and dead letters pass on without hooks or counts.
-
-    async fn stats(&self) -> Result<Vec<QueueStats>, Error> {
-        self.inner.stats().await
-    }
-
-    async fn peek(
-        &self,
-        priority: Priority,
-        state: QueueState,
-        limit: usize,
-    ) -> Result<Vec<Message>, Error> {
-        self.inner.peek(priority, state, limit).await
-    }
-
-    async fn dead_letters(
-        &self,
-        priority: Priority,
-        limit: usize,
-    ) -> Result<Vec<DeadLetter>, Error> {
-        self.inner.dead_letters(priority, limit).await
-    }
-
-    async fn dead_letter(&self, delivery: &Delivery, reason: &DeadReason) -> Result<(), Error> {
-        self.inner.dead_letter(delivery, reason).await
-    }
-
-    async fn replay(&self, priority: Priority, replay: &Replay) -> Result<u64, Error> {
-        self.inner.replay(priority, replay).await
-    }
-
-    async fn purge(&self, priority: Priority, state: QueueState) -> Result<Option<u64>, Error> {
-        self.inner.purge(priority, state).await
-    }
-
-    async fn delete(&self, priority: Priority, id: &str) -> Result<bool, Error> {
-        self.inner.delete(priority, id).await
-    }
-
-    async fn announce(&self, worker: &WorkerInfo, ttl: Duration) -> Result<(), Error> {
-        self.inner.announce(worker, ttl).await
-    }
-
-    async fn withdraw(&self, id: &str) -> Result<(), Error> {
-        self.inner.withdraw(id).await
-    }
-
-    async fn workers(&self) -> Result<Vec<WorkerInfo>, Error> {
-        self.inner.workers().await
-    }
-
-    async fn send_unique(
-        &self,
-        message: &Message,
-        priority: Priority,
-        unique: &hermes_core::Unique,
-    ) -> Result<hermes_core::Emitted, Error> {
-        self.before(Call::Send(message, priority))?;
-        self.inner.send_unique(message, priority, unique).await
-    }
-
-    async fn release_unique(&self, key: &str, holder: &str) -> Result<(), Error> {
-        self.inner.release_unique(key, holder).await
-    }
+    // The facets pass on as they are, without hooks or counts.
+    forward!(inner => facets);
 }
 
 #[cfg(test)]

@@ -4,10 +4,14 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
+use hermes_core::driver::{
+    Browse, Capabilities, DeadLetters, Delivery, Inspect, UniqueEmits, Workers,
+};
+use hermes_core::inspect::{DeadLetter, DeadReason, Figure, QueueState, QueueStats, Replay};
+use hermes_core::workers::WorkerInfo;
 use hermes_core::{
-    Capabilities, DEFAULT_PRIORITY, DeadLetter, DeadReason, DecodeError, Delivery, Driver, Emitted,
-    Error, Figure, JsonSerializer, Message, Priority, QueueState, QueueStats, Replay, Serializer,
-    Unique, WorkerInfo, async_trait,
+    DEFAULT_PRIORITY, DecodeError, Driver, Emitted, Error, JsonSerializer, Message, Priority,
+    Serializer, Unique, async_trait,
 };
 use hermes_testkit::suite::{self, Harness, scenarios};
 use hermes_testkit::{MemoryDriver, MemoryHarness};
@@ -141,8 +145,27 @@ impl Driver for Faulty {
     async fn nack(&self, delivery: &Delivery) -> Result<(), Error> {
         self.inner.nack(delivery).await
     }
+    fn inspect(&self) -> Option<&dyn Inspect> {
+        Some(self)
+    }
+    fn browse(&self) -> Option<&dyn Browse> {
+        Some(self)
+    }
+    fn dead_letters(&self) -> Option<&dyn DeadLetters> {
+        Some(self)
+    }
+    fn workers(&self) -> Option<&dyn Workers> {
+        Some(self)
+    }
+    fn unique(&self) -> Option<&dyn UniqueEmits> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Inspect for Faulty {
     async fn stats(&self) -> Result<Vec<QueueStats>, Error> {
-        let mut stats = self.inner.stats().await?;
+        let mut stats = self.inner.inspect().unwrap().stats().await?;
         if self.fault == Fault::MiscountsInFlight {
             for queue in &mut stats {
                 let moved = queue.in_flight.value().unwrap_or(0);
@@ -152,6 +175,20 @@ impl Driver for Faulty {
         }
         Ok(stats)
     }
+    async fn purge(&self, p: Priority, state: QueueState) -> Result<Option<u64>, Error> {
+        if self.fault == Fault::PurgesEverything {
+            self.inner
+                .inspect()
+                .unwrap()
+                .purge(p, QueueState::Delayed)
+                .await?;
+        }
+        self.inner.inspect().unwrap().purge(p, state).await
+    }
+}
+
+#[async_trait]
+impl Browse for Faulty {
     async fn peek(
         &self,
         p: Priority,
@@ -168,46 +205,61 @@ impl Driver for Faulty {
             }
             return Ok(taken);
         }
-        self.inner.peek(p, state, limit).await
+        self.inner.browse().unwrap().peek(p, state, limit).await
     }
-    async fn dead_letters(&self, p: Priority, limit: usize) -> Result<Vec<DeadLetter>, Error> {
-        self.inner.dead_letters(p, limit).await
+    async fn delete(&self, p: Priority, id: &str) -> Result<bool, Error> {
+        self.inner.browse().unwrap().delete(p, id).await
     }
-    async fn dead_letter(&self, delivery: &Delivery, reason: &DeadReason) -> Result<(), Error> {
+}
+
+#[async_trait]
+impl DeadLetters for Faulty {
+    async fn add(&self, delivery: &Delivery, reason: &DeadReason) -> Result<(), Error> {
         if self.fault == Fault::DropsDeadLetters {
             return self.inner.ack(delivery).await;
         }
-        self.inner.dead_letter(delivery, reason).await
+        self.inner
+            .dead_letters()
+            .unwrap()
+            .add(delivery, reason)
+            .await
+    }
+    async fn list(&self, p: Priority, limit: usize) -> Result<Vec<DeadLetter>, Error> {
+        self.inner.dead_letters().unwrap().list(p, limit).await
     }
     async fn replay(&self, p: Priority, replay: &Replay) -> Result<u64, Error> {
         if self.fault == Fault::ReplayKeepsRetries {
             return self
                 .inner
+                .dead_letters()
+                .unwrap()
                 .replay(p, &replay.clone().keeping_retries())
                 .await;
         }
-        self.inner.replay(p, replay).await
+        self.inner.dead_letters().unwrap().replay(p, replay).await
     }
-    async fn purge(&self, p: Priority, state: QueueState) -> Result<Option<u64>, Error> {
-        if self.fault == Fault::PurgesEverything {
-            self.inner.purge(p, QueueState::Delayed).await?;
-        }
-        self.inner.purge(p, state).await
-    }
-    async fn delete(&self, p: Priority, id: &str) -> Result<bool, Error> {
-        self.inner.delete(p, id).await
-    }
+}
+
+#[async_trait]
+impl Workers for Faulty {
     async fn announce(&self, worker: &WorkerInfo, ttl: Duration) -> Result<(), Error> {
         let ttl = if self.fault == Fault::WorkersNeverExpire {
             Duration::from_secs(3600)
         } else {
             ttl
         };
-        self.inner.announce(worker, ttl).await
+        self.inner.workers().unwrap().announce(worker, ttl).await
     }
     async fn withdraw(&self, id: &str) -> Result<(), Error> {
-        self.inner.withdraw(id).await
+        self.inner.workers().unwrap().withdraw(id).await
     }
+    async fn list(&self) -> Result<Vec<WorkerInfo>, Error> {
+        self.inner.workers().unwrap().list().await
+    }
+}
+
+#[async_trait]
+impl UniqueEmits for Faulty {
     async fn send_unique(
         &self,
         message: &Message,
@@ -229,19 +281,26 @@ impl Driver for Faulty {
             }
             Fault::KeyNeverExpires => {
                 let unique = unique.clone().hold_for(Duration::from_secs(86_400));
-                self.inner.send_unique(message, priority, &unique).await
+                self.inner
+                    .unique()
+                    .unwrap()
+                    .send_unique(message, priority, &unique)
+                    .await
             }
-            _ => self.inner.send_unique(message, priority, unique).await,
+            _ => {
+                self.inner
+                    .unique()
+                    .unwrap()
+                    .send_unique(message, priority, unique)
+                    .await
+            }
         }
     }
-    async fn release_unique(&self, key: &str, holder: &str) -> Result<(), Error> {
+    async fn release(&self, key: &str, holder: &str) -> Result<(), Error> {
         if self.fault == Fault::KeyNeverReleased {
             return Ok(());
         }
-        self.inner.release_unique(key, holder).await
-    }
-    async fn workers(&self) -> Result<Vec<WorkerInfo>, Error> {
-        self.inner.workers().await
+        self.inner.unique().unwrap().release(key, holder).await
     }
 }
 

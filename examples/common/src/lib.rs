@@ -176,7 +176,8 @@ pub fn init_logging() {
 pub fn nightly_export(
     driver: std::sync::Arc<dyn hermes_core::Driver>,
 ) -> Result<hermes_core::Scheduler, hermes_core::Error> {
-    use hermes_core::{CatchUp, CronEntry, CronSchedule, Scheduler};
+    use hermes_core::cron::CronSchedule;
+    use hermes_core::{CatchUp, CronEntry, Scheduler};
 
     let expression =
         std::env::var("HERMES_EXPORT_SCHEDULE").unwrap_or_else(|_| "0 3 * * *".to_owned());

@@ -7,7 +7,8 @@ use axum::Form;
 use axum::extract::{Query, State as Shared};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Redirect, Response};
-use hermes_core::{DEFAULT_PRIORITY, Error, Figure, Priority, QueueStats, Replay};
+use hermes_core::inspect::{Figure, QueueStats, Replay};
+use hermes_core::{DEFAULT_PRIORITY, Error, Priority};
 use serde::Deserialize;
 use serde_json::json;
 

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use axum::extract::State as Shared;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
-use hermes_core::{Figure, QueueStats, WorkerInfo};
+use hermes_core::inspect::{Figure, QueueStats};
+use hermes_core::workers::WorkerInfo;
 
 use super::State;
 

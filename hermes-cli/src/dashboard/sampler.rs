@@ -6,7 +6,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hermes_core::{Error, WorkerInfo};
+use hermes_core::Error;
+use hermes_core::workers::WorkerInfo;
 use serde::Serialize;
 
 use super::State;

@@ -6,7 +6,8 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use hermes_core::{DEFAULT_PRIORITY, DeadKind, DeadReason, Driver, Message};
+use hermes_core::inspect::{DeadKind, DeadReason};
+use hermes_core::{DEFAULT_PRIORITY, Driver, Message};
 
 /// A running dashboard: the child process and the address it printed.
 pub struct Dashboard {
@@ -113,5 +114,10 @@ pub async fn bury(driver: &dyn Driver, id: &str, error: &str) {
         .unwrap()
         .unwrap();
     let reason = DeadReason::new(DeadKind::Failed, error).with_handler("Billing");
-    driver.dead_letter(&delivery, &reason).await.unwrap();
+    driver
+        .dead_letters()
+        .unwrap()
+        .add(&delivery, &reason)
+        .await
+        .unwrap();
 }

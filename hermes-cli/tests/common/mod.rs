@@ -11,7 +11,8 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hermes_core::{DEFAULT_PRIORITY, DeadKind, DeadReason, Driver, Message};
+use hermes_core::inspect::{DeadKind, DeadReason};
+use hermes_core::{DEFAULT_PRIORITY, Driver, Message};
 use serde_json::Value;
 
 /// A queue the command runs on: its URL, the environment the command needs, and the same
@@ -170,7 +171,12 @@ pub async fn dead_letters_round_trip(target: &Target, id: &str) {
     let reason = DeadReason::new(DeadKind::Failed, "card declined")
         .with_handler("Billing")
         .with_retries(3);
-    driver.dead_letter(&delivery, &reason).await.unwrap();
+    driver
+        .dead_letters()
+        .unwrap()
+        .add(&delivery, &reason)
+        .await
+        .unwrap();
 
     let table = ok(&target.hermes(&["dead", "ls"]));
     assert!(
@@ -212,12 +218,19 @@ pub async fn dead_letters_round_trip(target: &Target, id: &str) {
         .await
         .unwrap()
         .expect("the message");
-    driver.dead_letter(&again, &reason).await.unwrap();
+    driver
+        .dead_letters()
+        .unwrap()
+        .add(&again, &reason)
+        .await
+        .unwrap();
     assert_eq!(target.hermes(&["dead", "purge"]).status.code(), Some(2));
     ok(&target.hermes(&["dead", "purge", "--yes"]));
     assert!(
         driver
-            .dead_letters(DEFAULT_PRIORITY, 10)
+            .dead_letters()
+            .unwrap()
+            .list(DEFAULT_PRIORITY, 10)
             .await
             .unwrap()
             .is_empty()
@@ -265,12 +278,15 @@ pub fn unanswered_backend_fails_in_time(url: &str, env: &[(&'static str, String)
 /// `workers` lists an announced worker with what it runs, as a table and as JSON, and stops
 /// listing it once withdrawn; on a backend without live workers it says so, status 1.
 pub async fn workers_are_listed(target: &Target) {
-    let mut worker = hermes_core::WorkerInfo::new(3, &[DEFAULT_PRIORITY], Duration::from_secs(60));
-    worker.running.push(hermes_core::RunningMessage::new(
-        "m-7",
-        "report.export",
-        1.0,
-    ));
+    let mut worker =
+        hermes_core::workers::WorkerInfo::new(3, &[DEFAULT_PRIORITY], Duration::from_secs(60));
+    worker
+        .running
+        .push(hermes_core::workers::RunningMessage::new(
+            "m-7",
+            "report.export",
+            1.0,
+        ));
     worker.busy = 1;
     if !target.driver.capabilities().workers {
         let out = target.hermes(&["workers", "--json"]);
@@ -278,7 +294,7 @@ pub async fn workers_are_listed(target: &Target) {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("does not support live workers"), "{err}");
         // What the broker can say instead: each queue's consumers, where it counts them.
-        let stats = target.driver.stats().await.unwrap();
+        let stats = target.driver.inspect().unwrap().stats().await.unwrap();
         let out = target.hermes(&["workers"]);
         if stats.iter().all(|q| q.consumers.value().is_none()) {
             assert_eq!(out.status.code(), Some(1));
@@ -299,6 +315,8 @@ pub async fn workers_are_listed(target: &Target) {
     }
     target
         .driver
+        .workers()
+        .unwrap()
         .announce(&worker, Duration::from_secs(60))
         .await
         .unwrap();
@@ -317,6 +335,12 @@ pub async fn workers_are_listed(target: &Target) {
         .expect("listed");
     assert_eq!(found["running"][0]["type"], "report.export");
     assert_eq!(found["pid"], std::process::id());
-    target.driver.withdraw(&worker.id).await.unwrap();
+    target
+        .driver
+        .workers()
+        .unwrap()
+        .withdraw(&worker.id)
+        .await
+        .unwrap();
     assert!(!ok(&target.hermes(&["workers"])).contains(&worker.id));
 }

@@ -5,7 +5,8 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::{CronSchedule, DEFAULT_PRIORITY, Error, Job, Message, Priority};
+use super::CronSchedule;
+use crate::{DEFAULT_PRIORITY, Error, Job, Message, Priority};
 
 /// What a [`Scheduler`](crate::Scheduler) does about ticks that passed while no scheduler ran
 /// (it was down, or just started).
@@ -25,7 +26,8 @@ pub enum CatchUp {
 /// message of its type and payload goes to its priority.
 ///
 /// ```
-/// use hermes_core::{CronEntry, CronSchedule};
+/// use hermes_core::cron::CronSchedule;
+/// use hermes_core::CronEntry;
 ///
 /// let entry = CronEntry::new(
 ///     "nightly-export",
@@ -139,7 +141,7 @@ impl CronEntry {
         } else {
             Err(Error::InvalidSchedule(format!(
                 "the entry name {:?} is not 1 to {MAX_NAME_LEN} letters, digits, '-', '_' or '.'",
-                crate::excerpt(&self.name)
+                crate::error::excerpt(&self.name)
             )))
         }
     }

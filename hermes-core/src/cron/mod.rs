@@ -32,7 +32,7 @@ const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// each tick is a [unique](Unique) emit keyed by the entry's name and the tick, held until a
 /// while after the tick, so exactly one message per tick is queued, whose id
 /// (`cron-<name>-<tick>`) every scheduler makes alike. That needs a driver with
-/// [`Capabilities::unique`](crate::Capabilities::unique) (memory, filesystem, Redis); on
+/// the [`unique`](crate::Driver::unique) facet (memory, filesystem, Redis); on
 /// RabbitMQ and SQS each scheduler emits every tick, so run one per queue (a warning says
 /// so).
 ///
@@ -41,7 +41,8 @@ const RETRY_AFTER: Duration = Duration::from_secs(1);
 ///
 /// ```
 /// # async fn demo() -> Result<(), hermes_core::Error> {
-/// use hermes_core::{CronEntry, CronSchedule, Emitter, Scheduler};
+/// use hermes_core::cron::CronSchedule;
+/// use hermes_core::{CronEntry, Emitter, Scheduler};
 /// use hermes_testkit::MemoryDriver;
 ///
 /// let scheduler = Scheduler::new(Emitter::new(MemoryDriver::new()));
@@ -349,7 +350,7 @@ impl Scheduler {
         (period * 2)
             .max(SHORTEST_TICK_WINDOW)
             .max(catch_up)
-            .min(crate::MAX_UNIQUE_WINDOW)
+            .min(crate::unique::MAX_UNIQUE_WINDOW)
     }
 }
 

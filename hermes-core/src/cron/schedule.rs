@@ -20,7 +20,7 @@ const MAX_OVERLAP_STEPS: usize = 3_700;
 /// time; a schedule of every minute or second has no ticks in the second pass of that hour.
 ///
 /// ```
-/// use hermes_core::CronSchedule;
+/// use hermes_core::cron::CronSchedule;
 ///
 /// let nightly = CronSchedule::new("0 3 * * *", "Europe/Bratislava")?;
 /// // 2026-07-01 00:00 UTC is 02:00 in Bratislava: the next tick is 03:00 there, 01:00 UTC.
@@ -43,13 +43,13 @@ impl CronSchedule {
         let cron = Cron::from_str(expression).map_err(|e| {
             Error::InvalidSchedule(format!(
                 "the cron expression {:?} cannot be read: {e}",
-                crate::excerpt(expression)
+                crate::error::excerpt(expression)
             ))
         })?;
         let zone = Tz::from_str(zone).map_err(|_| {
             Error::InvalidSchedule(format!(
                 "{:?} is not an IANA time zone name",
-                crate::excerpt(zone)
+                crate::error::excerpt(zone)
             ))
         })?;
         Ok(CronSchedule {

@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::process::Context;
+use crate::Message;
 use crate::time::unix_now;
-use crate::{Message, RunningMessage, WorkerInfo};
+use crate::workers::{RunningMessage, ScheduledEntry, WorkerInfo};
 
 /// The messages a dispatcher handles now.
 #[derive(Default)]
@@ -60,8 +61,12 @@ impl Drop for RunningGuard<'_> {
 }
 
 /// Announces the worker every third of `ttl`, with what it runs then; never returns. A failed
-/// announcement is logged and tried again at the next beat.
+/// announcement is logged and tried again at the next beat. Idle on a driver without live
+/// workers.
 pub(super) async fn keep_announced(ctx: &Context, mut info: WorkerInfo, ttl: Duration) {
+    let Some(workers) = ctx.driver.workers() else {
+        return std::future::pending().await;
+    };
     loop {
         info.running = ctx.running.snapshot();
         info.busy = info.running.len();
@@ -71,9 +76,9 @@ pub(super) async fn keep_announced(ctx: &Context, mut info: WorkerInfo, ttl: Dur
             .schedulers
             .iter()
             .flat_map(crate::Scheduler::status)
-            .map(|status| crate::ScheduledEntry::from(&status))
+            .map(|status| ScheduledEntry::from(&status))
             .collect();
-        if let Err(e) = ctx.driver.announce(&info, ttl).await {
+        if let Err(e) = workers.announce(&info, ttl).await {
             tracing::warn!("Announcing worker {} failed - {e}", info.id);
         }
         tokio::time::sleep(ttl / 3).await;

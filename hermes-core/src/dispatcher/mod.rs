@@ -205,9 +205,13 @@ impl Dispatcher {
         let announced = self
             .options
             .announce_ttl
-            .filter(|_| self.driver.capabilities().workers)
+            .filter(|_| self.driver.workers().is_some())
             .map(|ttl| {
-                let info = crate::WorkerInfo::new(self.options.concurrency.max(1), priorities, ttl);
+                let info = crate::workers::WorkerInfo::new(
+                    self.options.concurrency.max(1),
+                    priorities,
+                    ttl,
+                );
                 let id = info.id.clone();
                 let ctx = ctx.clone();
                 let beat = AbortOnDrop(tokio::spawn(async move {
@@ -250,7 +254,11 @@ impl Dispatcher {
 
         if let Some((id, beat)) = announced {
             drop(beat);
-            if let Err(e) = self.driver.withdraw(&id).await {
+            let withdrawn = match self.driver.workers() {
+                Some(workers) => workers.withdraw(&id).await,
+                None => Ok(()),
+            };
+            if let Err(e) = withdrawn {
                 tracing::warn!("Withdrawing the announcement of worker {id} failed - {e}");
             }
         }

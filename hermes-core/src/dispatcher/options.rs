@@ -35,12 +35,12 @@ pub struct DispatcherOptions {
     pub time_limit_grace: Duration,
     /// Keep a message whose handler failed for good (no retry left, no retry policy, or a
     /// payload that does not fit its job type) in the driver's dead letters, with the reason,
-    /// on drivers with [`Capabilities::dead_letters`](crate::Capabilities::dead_letters).
+    /// on drivers with the [`dead_letters`](crate::Driver::dead_letters) facet.
     /// Default true; false drops it, as Hermes does.
     pub keep_dead_letters: bool,
     /// How long the worker's announcement in the backend holds: it is renewed every third of
     /// this while the dispatcher runs, removed when it stops, and expires this long after a
-    /// crash. On drivers with [`Capabilities::workers`](crate::Capabilities::workers); `None`
+    /// crash. On drivers with the [`workers`](crate::Driver::workers) facet; `None`
     /// announces nothing. Default 30 s.
     pub announce_ttl: Option<Duration>,
 }

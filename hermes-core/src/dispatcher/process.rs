@@ -12,9 +12,10 @@ use super::DispatcherOptions;
 use super::backoff::ErrorBackoff;
 use super::run::{Env, HandlerMap, run_handlers};
 use crate::context::Claim;
+use crate::driver::Delivery;
 use crate::telemetry;
 use crate::time::unix_now;
-use crate::{Delivery, Driver, Error, Message, Priority, Shutdown};
+use crate::{Driver, Error, Message, Priority, Shutdown};
 
 /// What the workers of one `handle` call share.
 pub(super) struct Context {
@@ -116,10 +117,12 @@ async fn process_in_span(ctx: &Context, delivery: Delivery, span: &tracing::Span
         }
         return;
     };
-    let dead = report
-        .dead_reason(message)
-        .filter(|_| ctx.options.keep_dead_letters && ctx.driver.capabilities().dead_letters);
-    if let Some(reason) = dead {
+    let dead_letters = ctx
+        .driver
+        .dead_letters()
+        .filter(|_| ctx.options.keep_dead_letters);
+    let dead = dead_letters.zip(report.dead_reason(message));
+    if let Some((dead_letters, reason)) = dead {
         tracing::warn!(
             id = message.id(),
             r#type = message.message_type(),
@@ -127,7 +130,7 @@ async fn process_in_span(ctx: &Context, delivery: Delivery, span: &tracing::Span
             message.id(),
             reason.kind
         );
-        match with_retries(ctx, || ctx.driver.dead_letter(&delivery, &reason)).await {
+        match with_retries(ctx, || dead_letters.add(&delivery, &reason)).await {
             Ok(()) => {
                 metrics.dead_lettered(reason.kind);
                 release_unique_key(ctx, message).await;
@@ -163,10 +166,10 @@ async fn process_in_span(ctx: &Context, delivery: Delivery, span: &tracing::Span
 /// Gives up the uniqueness key of `message`, done for good, if it holds one. A failure is
 /// logged: the key then expires with its window.
 async fn release_unique_key(ctx: &Context, message: &Message) {
-    let Some(key) = message.unique_key() else {
+    let (Some(key), Some(unique)) = (message.unique_key(), ctx.driver.unique()) else {
         return;
     };
-    if let Err(e) = with_retries(ctx, || ctx.driver.release_unique(key, message.id())).await {
+    if let Err(e) = with_retries(ctx, || unique.release(key, message.id())).await {
         tracing::warn!(
             id = message.id(),
             "Giving up the uniqueness key of message #{} failed, it expires with its window - {e}",

@@ -3,7 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::{DeadKind, DeadReason, Message};
+use crate::Message;
+use crate::inspect::{DeadKind, DeadReason};
 
 /// The outcome of running one message through its handlers: one [`HandlerRun`] per handler,
 /// in registration order, and the retry copy the dispatcher sends (or, from

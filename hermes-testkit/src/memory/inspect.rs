@@ -3,13 +3,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hermes_core::time::unix_now;
-use hermes_core::{
-    DeadLetter, DeadReason, Delivery, Error, Figure, Message, Priority, QueueState, QueueStats,
-    Replay, Retention,
+use hermes_core::driver::{Browse, DeadLetters, Delivery, Inspect, async_trait};
+use hermes_core::inspect::{
+    DeadLetter, DeadReason, Figure, QueueState, QueueStats, Replay, Retention,
 };
+use hermes_core::time::unix_now;
+use hermes_core::{Error, Message, Priority};
 
-use super::{MemoryDriver, State};
+use super::{LeaseId, MemoryDriver, NAME, State};
 
 /// A dead letter as the memory driver keeps it: the body as it was on the queue.
 #[derive(Debug)]
@@ -57,13 +58,14 @@ impl State {
     }
 }
 
-impl MemoryDriver {
-    pub(super) fn stats_now(&self) -> Vec<QueueStats> {
+#[async_trait]
+impl Inspect for MemoryDriver {
+    async fn stats(&self) -> Result<Vec<QueueStats>, Error> {
         let mut state = self.lock();
         let now = unix_now();
         state.promote_due(now);
         let state = &*state;
-        state
+        Ok(state
             .queues
             .iter()
             .rev()
@@ -104,10 +106,21 @@ impl MemoryDriver {
                 stats.latency = Figure::Exact(latency);
                 stats
             })
-            .collect()
+            .collect())
     }
 
-    pub(super) fn peek_now(
+    async fn purge(
+        &self,
+        priority: Priority,
+        queue_state: QueueState,
+    ) -> Result<Option<u64>, Error> {
+        self.purge_state(priority, queue_state).map(Some)
+    }
+}
+
+#[async_trait]
+impl Browse for MemoryDriver {
+    async fn peek(
         &self,
         priority: Priority,
         queue_state: QueueState,
@@ -148,11 +161,50 @@ impl MemoryDriver {
             .collect())
     }
 
-    pub(super) fn dead_letters_now(
-        &self,
-        priority: Priority,
-        limit: usize,
-    ) -> Result<Vec<DeadLetter>, Error> {
+    async fn delete(&self, priority: Priority, id: &str) -> Result<bool, Error> {
+        let mut state = self.lock();
+        state.check_priority(priority)?;
+        let state = &mut *state;
+        let is_it = |body: &Arc<[u8]>| {
+            self.serializer
+                .deserialize(body)
+                .is_ok_and(|m| m.id() == id)
+        };
+        let ready = &mut state.queues.get_mut(&priority).expect("checked").ready;
+        if let Some(at) = ready.iter().position(is_it) {
+            ready.remove(at);
+            return Ok(true);
+        }
+        let scheduled = state
+            .scheduled
+            .iter()
+            .find(|(_, s)| s.priority == priority && is_it(&s.body))
+            .map(|(key, _)| *key);
+        if let Some(key) = scheduled {
+            state.scheduled.remove(&key);
+            return Ok(true);
+        }
+        if let Some(at) = state
+            .dead
+            .iter()
+            .position(|d| d.priority == priority && d.id == id)
+        {
+            state.dead.remove(at);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+}
+
+#[async_trait]
+impl DeadLetters for MemoryDriver {
+    async fn add(&self, delivery: &Delivery, reason: &DeadReason) -> Result<(), Error> {
+        let LeaseId(id) = *delivery.receipt().downcast::<LeaseId>(NAME)?;
+        self.bury_delivery(id, delivery, reason);
+        Ok(())
+    }
+
+    async fn list(&self, priority: Priority, limit: usize) -> Result<Vec<DeadLetter>, Error> {
         let state = self.lock();
         state.check_priority(priority)?;
         Ok(state
@@ -164,25 +216,7 @@ impl MemoryDriver {
             .collect())
     }
 
-    /// Moves the claim `lease` to the dead letters. A claim that already expired has no effect
-    /// (the redelivered copy is someone else's).
-    pub(super) fn bury_delivery(&self, lease: u64, delivery: &Delivery, reason: &DeadReason) {
-        let mut state = self.lock();
-        let Some(held) = state.in_flight.remove(&lease) else {
-            return;
-        };
-        state.deadlines.remove(&(held.deadline, lease));
-        let dead = Dead {
-            id: delivery.message().id().to_owned(),
-            priority: held.priority,
-            body: held.body,
-            message: Some(delivery.message().clone()),
-            reason: reason.clone(),
-        };
-        state.bury(dead, &self.shared.options.retention);
-    }
-
-    pub(super) fn replay_now(&self, priority: Priority, replay: &Replay) -> Result<u64, Error> {
+    async fn replay(&self, priority: Priority, replay: &Replay) -> Result<u64, Error> {
         let mut state = self.lock();
         state.check_priority(priority)?;
         let mut back = Vec::new();
@@ -205,14 +239,32 @@ impl MemoryDriver {
             queue.ready.push_back(body);
             replayed += 1;
         }
+        drop(state);
+        self.shared.notify.notify_waiters();
         Ok(replayed)
     }
+}
 
-    pub(super) fn purge_now(
-        &self,
-        priority: Priority,
-        queue_state: QueueState,
-    ) -> Result<u64, Error> {
+impl MemoryDriver {
+    /// Moves the claim `lease` to the dead letters. A claim that already expired has no effect
+    /// (the redelivered copy is someone else's).
+    fn bury_delivery(&self, lease: u64, delivery: &Delivery, reason: &DeadReason) {
+        let mut state = self.lock();
+        let Some(held) = state.in_flight.remove(&lease) else {
+            return;
+        };
+        state.deadlines.remove(&(held.deadline, lease));
+        let dead = Dead {
+            id: delivery.message().id().to_owned(),
+            priority: held.priority,
+            body: held.body,
+            message: Some(delivery.message().clone()),
+            reason: reason.clone(),
+        };
+        state.bury(dead, &self.shared.options.retention);
+    }
+
+    fn purge_state(&self, priority: Priority, queue_state: QueueState) -> Result<u64, Error> {
         let mut state = self.lock();
         state.check_priority(priority)?;
         let state = &mut *state;
@@ -252,40 +304,6 @@ impl MemoryDriver {
         Ok(purged as u64)
     }
 
-    pub(super) fn delete_now(&self, priority: Priority, id: &str) -> Result<bool, Error> {
-        let mut state = self.lock();
-        state.check_priority(priority)?;
-        let state = &mut *state;
-        let is_it = |body: &Arc<[u8]>| {
-            self.serializer
-                .deserialize(body)
-                .is_ok_and(|m| m.id() == id)
-        };
-        let ready = &mut state.queues.get_mut(&priority).expect("checked").ready;
-        if let Some(at) = ready.iter().position(is_it) {
-            ready.remove(at);
-            return Ok(true);
-        }
-        let scheduled = state
-            .scheduled
-            .iter()
-            .find(|(_, s)| s.priority == priority && is_it(&s.body))
-            .map(|(key, _)| *key);
-        if let Some(key) = scheduled {
-            state.scheduled.remove(&key);
-            return Ok(true);
-        }
-        if let Some(at) = state
-            .dead
-            .iter()
-            .position(|d| d.priority == priority && d.id == id)
-        {
-            state.dead.remove(at);
-            return Ok(true);
-        }
-        Ok(false)
-    }
-
     fn unsupported_state(&self, _: QueueState) -> Error {
         Error::Unsupported {
             driver: super::NAME,
@@ -298,9 +316,9 @@ impl MemoryDriver {
 mod tests {
     use std::time::Duration;
 
-    use hermes_core::{
-        DEFAULT_PRIORITY, DeadKind, DeadReason, Driver, Message, QueueState, Replay,
-    };
+    use hermes_core::driver::{Browse, DeadLetters, Inspect};
+    use hermes_core::inspect::{DeadKind, DeadReason, QueueState, Replay};
+    use hermes_core::{DEFAULT_PRIORITY, Driver, Message};
 
     use crate::{MemoryDriver, MemoryOptions};
 
@@ -310,7 +328,7 @@ mod tests {
         let delivery = driver.receive(&[], Duration::ZERO).await.unwrap().unwrap();
         let mut reason = DeadReason::new(DeadKind::Failed, "no");
         reason.at = at;
-        driver.dead_letter(&delivery, &reason).await.unwrap();
+        driver.add(&delivery, &reason).await.unwrap();
     }
 
     #[tokio::test]
@@ -325,7 +343,7 @@ mod tests {
         bury(&driver, "b", now).await;
         bury(&driver, "c", now).await;
         let ids: Vec<_> = driver
-            .dead_letters(DEFAULT_PRIORITY, 10)
+            .list(DEFAULT_PRIORITY, 10)
             .await
             .unwrap()
             .into_iter()
@@ -339,7 +357,7 @@ mod tests {
         let driver = MemoryDriver::new();
         driver.push_raw(DEFAULT_PRIORITY, b"garbage").unwrap();
         assert!(driver.receive(&[], Duration::ZERO).await.is_err());
-        let letters = driver.dead_letters(DEFAULT_PRIORITY, 10).await.unwrap();
+        let letters = driver.list(DEFAULT_PRIORITY, 10).await.unwrap();
         assert_eq!(letters[0].reason.kind, DeadKind::Undecodable);
         assert_eq!(
             driver
@@ -348,15 +366,13 @@ mod tests {
                 .unwrap(),
             1
         );
-        assert!(
-            driver
-                .dead_letters(DEFAULT_PRIORITY, 10)
-                .await
-                .unwrap()
-                .is_empty()
-        );
+        assert!(driver.list(DEFAULT_PRIORITY, 10).await.unwrap().is_empty());
         let waiting = driver.stats().await.unwrap()[0].waiting;
-        assert_eq!(waiting, hermes_core::Figure::Exact(1), "back as it was");
+        assert_eq!(
+            waiting,
+            hermes_core::inspect::Figure::Exact(1),
+            "back as it was"
+        );
         assert!(
             driver.receive(&[], Duration::ZERO).await.is_err(),
             "still garbage"

@@ -4,16 +4,20 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use hermes_core::time::unix_now;
-use hermes_core::{
-    Capabilities, DEFAULT_PRIORITY, DeadKind, DeadLetter, DeadReason, Delivery, Driver, Emitted,
-    Error, JsonSerializer, Message, Priority, QueueState, QueueStats, Receipt, Replay, Retention,
-    Serializer, Unique, WorkerInfo, async_trait, validate_queue_name,
+use hermes_core::driver::{
+    Browse, Capabilities, DeadLetters, Delivery, Inspect, Receipt, UniqueEmits, Workers,
+    async_trait, validate_queue_name,
 };
+use hermes_core::inspect::{DeadKind, DeadReason, Retention};
+use hermes_core::time::unix_now;
+use hermes_core::workers::WorkerInfo;
+use hermes_core::{DEFAULT_PRIORITY, Driver, Error, JsonSerializer, Message, Priority, Serializer};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 mod inspect;
+mod unique;
+mod workers;
 
 use inspect::Dead;
 
@@ -469,42 +473,6 @@ impl Driver for MemoryDriver {
         Ok(())
     }
 
-    async fn send_unique(
-        &self,
-        message: &Message,
-        priority: Priority,
-        unique: &Unique,
-    ) -> Result<Emitted, Error> {
-        let body = self.encode(message)?;
-        let now = Instant::now();
-        let mut state = self.lock();
-        state.unique.retain(|_, held| held.until > now);
-        if state.unique.contains_key(unique.key()) {
-            return Ok(Emitted::Duplicate);
-        }
-        state.put(message, priority, body)?;
-        let held = HeldKey {
-            holder: message.id().to_owned(),
-            until: now + unique.window(),
-        };
-        state.unique.insert(unique.key().to_owned(), held);
-        drop(state);
-        self.shared.notify.notify_waiters();
-        Ok(Emitted::Queued)
-    }
-
-    async fn release_unique(&self, key: &str, holder: &str) -> Result<(), Error> {
-        let mut state = self.lock();
-        if state
-            .unique
-            .get(key)
-            .is_some_and(|held| held.holder == holder)
-        {
-            state.unique.remove(key);
-        }
-        Ok(())
-    }
-
     async fn receive(
         &self,
         priorities: &[Priority],
@@ -571,64 +539,23 @@ impl Driver for MemoryDriver {
         Ok(())
     }
 
-    async fn stats(&self) -> Result<Vec<QueueStats>, Error> {
-        Ok(self.stats_now())
+    fn inspect(&self) -> Option<&dyn Inspect> {
+        Some(self)
     }
 
-    async fn peek(
-        &self,
-        priority: Priority,
-        state: QueueState,
-        limit: usize,
-    ) -> Result<Vec<Message>, Error> {
-        self.peek_now(priority, state, limit)
+    fn browse(&self) -> Option<&dyn Browse> {
+        Some(self)
     }
 
-    async fn dead_letters(
-        &self,
-        priority: Priority,
-        limit: usize,
-    ) -> Result<Vec<DeadLetter>, Error> {
-        self.dead_letters_now(priority, limit)
+    fn dead_letters(&self) -> Option<&dyn DeadLetters> {
+        Some(self)
     }
 
-    async fn dead_letter(&self, delivery: &Delivery, reason: &DeadReason) -> Result<(), Error> {
-        let LeaseId(id) = *delivery.receipt().downcast::<LeaseId>(NAME)?;
-        self.bury_delivery(id, delivery, reason);
-        Ok(())
+    fn workers(&self) -> Option<&dyn Workers> {
+        Some(self)
     }
 
-    async fn replay(&self, priority: Priority, replay: &Replay) -> Result<u64, Error> {
-        let replayed = self.replay_now(priority, replay)?;
-        self.shared.notify.notify_waiters();
-        Ok(replayed)
-    }
-
-    async fn purge(&self, priority: Priority, state: QueueState) -> Result<Option<u64>, Error> {
-        self.purge_now(priority, state).map(Some)
-    }
-
-    async fn delete(&self, priority: Priority, id: &str) -> Result<bool, Error> {
-        self.delete_now(priority, id)
-    }
-
-    async fn announce(&self, worker: &WorkerInfo, ttl: Duration) -> Result<(), Error> {
-        let worker = worker.expiring_in(ttl);
-        self.lock().workers.insert(worker.id.clone(), worker);
-        Ok(())
-    }
-
-    async fn withdraw(&self, id: &str) -> Result<(), Error> {
-        self.lock().workers.remove(id);
-        Ok(())
-    }
-
-    async fn workers(&self) -> Result<Vec<WorkerInfo>, Error> {
-        let now = hermes_core::time::unix_now();
-        let mut state = self.lock();
-        state.workers.retain(|_, w| w.is_alive_at(now));
-        let mut workers: Vec<WorkerInfo> = state.workers.values().cloned().collect();
-        workers.sort_by(|a, b| a.started.total_cmp(&b.started));
-        Ok(workers)
+    fn unique(&self) -> Option<&dyn UniqueEmits> {
+        Some(self)
     }
 }

@@ -4,8 +4,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use hermes_core::CancellationToken;
+use hermes_core::cron::CronSchedule;
 use hermes_core::time::unix_now;
-use hermes_core::{CatchUp, CronEntry, CronSchedule, Driver, Emitter, Scheduler};
+use hermes_core::{CatchUp, CronEntry, Driver, Emitter, Scheduler};
 
 use super::scenarios::{ack, open};
 use super::{Harness, Outcome};
@@ -18,8 +19,8 @@ pub(crate) const TICKS: usize = 10;
 /// the entry's name and the ticks give.
 pub async fn three_schedulers_emit_one_message_per_tick<H: Harness>(h: &H, queue: &str) -> Outcome {
     let consumer = open(h, queue).await;
-    if !consumer.capabilities().unique {
-        return Outcome::lacks("unique");
+    if consumer.unique().is_none() {
+        return Outcome::lacks_facet("unique");
     }
     let entry = every_second();
     let start = half_way_to_a_tick().await;

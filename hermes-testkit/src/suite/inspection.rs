@@ -3,9 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use hermes_core::driver::{Delivery, Inspect};
+use hermes_core::inspect::{DeadKind, DeadReason, Figure, QueueState, QueueStats, Replay};
+use hermes_core::workers::{RunningMessage, WorkerInfo};
 use hermes_core::{
-    DEFAULT_PRIORITY, DeadKind, DeadReason, Dispatcher, DispatcherOptions, Driver, Figure,
-    HandlerError, Message, QueueState, QueueStats, Replay, handler_fn,
+    DEFAULT_PRIORITY, Dispatcher, DispatcherOptions, Driver, HandlerError, Message, handler_fn,
 };
 use serde_json::json;
 
@@ -13,25 +15,28 @@ use super::scenarios::{PATIENCE, ack, message, open, send};
 use super::{Harness, Outcome};
 
 /// The figures of the default queue.
-async fn default_stats(driver: &impl Driver) -> QueueStats {
-    let stats = driver.stats().await.expect("stats");
+async fn default_stats(inspect: &dyn Inspect) -> QueueStats {
+    let stats = inspect.stats().await.expect("stats");
     stats
         .into_iter()
         .find(|s| s.priority == DEFAULT_PRIORITY)
         .expect("the default queue in the stats")
 }
 
-/// Checks that `figure` is `want`: exactly on drivers with exact stats, otherwise within the
-/// approximation (an approximate or exact figure no further than 1 off, or unknown).
-fn assert_count(figure: Figure<u64>, want: u64, exact: bool, what: &str) {
-    if exact {
-        assert_eq!(figure, Figure::Exact(want), "{what}");
-    } else if let Some(got) = figure.value() {
-        assert!(got.abs_diff(want) <= 1, "{what}: {got}, want about {want}");
+/// Checks that `figure` is `want`: exactly when the driver says it is exact, within the
+/// approximation when it says it is approximate (no further than 1 off), and anything when it
+/// says it cannot tell.
+fn assert_count(figure: Figure<u64>, want: u64, what: &str) {
+    match figure {
+        Figure::Exact(got) => assert_eq!(got, want, "{what}"),
+        Figure::Approximate(got) => {
+            assert!(got.abs_diff(want) <= 1, "{what}: {got}, want about {want}");
+        }
+        _ => {}
     }
 }
 
-async fn claim(driver: &impl Driver) -> hermes_core::Delivery {
+async fn claim(driver: &impl Driver) -> Delivery {
     driver
         .receive(&[], PATIENCE)
         .await
@@ -44,18 +49,13 @@ async fn claim(driver: &impl Driver) -> hermes_core::Delivery {
 /// waited a second is at least that second, and zero once the queue is empty.
 pub async fn stats_count_every_state<H: Harness>(h: &H, queue: &str) -> Outcome {
     let driver = open(h, queue).await;
-    let caps = driver.capabilities();
-    if !caps.stats {
-        return Outcome::lacks("stats");
-    }
-    let empty = default_stats(&driver).await;
-    assert_count(empty.waiting, 0, caps.exact_stats, "waiting when empty");
-    if caps.exact_stats {
-        assert_eq!(
-            empty.latency,
-            Figure::Exact(Duration::ZERO),
-            "empty latency"
-        );
+    let Some(inspect) = driver.inspect() else {
+        return Outcome::lacks_facet("inspect");
+    };
+    let empty = default_stats(inspect).await;
+    assert_count(empty.waiting, 0, "waiting when empty");
+    if let Figure::Exact(latency) = empty.latency {
+        assert_eq!(latency, Duration::ZERO, "empty latency");
     }
     for n in 0..4 {
         send(&driver, &message("counted", n), DEFAULT_PRIORITY).await;
@@ -70,23 +70,23 @@ pub async fn stats_count_every_state<H: Harness>(h: &H, queue: &str) -> Outcome 
     }
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let held = claim(&driver).await;
-    let dead = if caps.dead_letters {
+    let dead = if let Some(dead_letters) = driver.dead_letters() {
         let doomed = claim(&driver).await;
         let reason = DeadReason::new(DeadKind::Failed, "deliberate").with_handler("scenario");
-        driver
-            .dead_letter(&doomed, &reason)
+        dead_letters
+            .add(&doomed, &reason)
             .await
             .expect("dead-lettering");
         1
     } else {
         0
     };
-    let stats = default_stats(&driver).await;
-    assert_count(stats.waiting, 3 - dead, caps.exact_stats, "waiting");
-    assert_count(stats.delayed, 2, caps.exact_stats, "delayed");
-    assert_count(stats.in_flight, 1, caps.exact_stats, "in flight");
-    if caps.dead_letters {
-        assert_count(stats.dead, 1, caps.exact_stats, "dead");
+    let stats = default_stats(inspect).await;
+    assert_count(stats.waiting, 3 - dead, "waiting");
+    assert_count(stats.delayed, 2, "delayed");
+    assert_count(stats.in_flight, 1, "in flight");
+    if dead == 1 {
+        assert_count(stats.dead, 1, "dead");
     }
     if let Figure::Exact(latency) = stats.latency {
         assert!(latency >= Duration::from_secs(1), "latency {latency:?}");
@@ -101,9 +101,9 @@ pub async fn stats_count_every_state<H: Harness>(h: &H, queue: &str) -> Outcome 
 pub async fn peek_leaves_messages_where_they_were<H: Harness>(h: &H, queue: &str) -> Outcome {
     let driver = open(h, queue).await;
     let caps = driver.capabilities();
-    if !caps.peek {
-        return Outcome::lacks("peek");
-    }
+    let Some(browse) = driver.browse() else {
+        return Outcome::lacks_facet("browse");
+    };
     let sent: Vec<Message> = (0..3).map(|n| message("peeked", n)).collect();
     for m in &sent {
         send(&driver, m, DEFAULT_PRIORITY).await;
@@ -114,7 +114,7 @@ pub async fn peek_leaves_messages_where_they_were<H: Harness>(h: &H, queue: &str
         .expect("a message");
     send(&driver, &later, DEFAULT_PRIORITY).await;
 
-    let peeked = driver
+    let peeked = browse
         .peek(DEFAULT_PRIORITY, QueueState::Waiting, 2)
         .await
         .expect("peek");
@@ -122,12 +122,12 @@ pub async fn peek_leaves_messages_where_they_were<H: Harness>(h: &H, queue: &str
     if caps.fifo {
         assert_eq!(peeked, sent[..2], "oldest first, every field");
     }
-    let again = driver
+    let again = browse
         .peek(DEFAULT_PRIORITY, QueueState::Waiting, 10)
         .await
         .expect("peek");
     assert_eq!(again.len(), 3, "a peek takes nothing away");
-    let delayed = driver
+    let delayed = browse
         .peek(DEFAULT_PRIORITY, QueueState::Delayed, 10)
         .await
         .expect("peek delayed");
@@ -141,7 +141,7 @@ pub async fn peek_leaves_messages_where_they_were<H: Harness>(h: &H, queue: &str
             "the next receive is unchanged"
         );
     }
-    match driver
+    match browse
         .peek(DEFAULT_PRIORITY, QueueState::InFlight, 10)
         .await
     {
@@ -157,10 +157,9 @@ pub async fn peek_leaves_messages_where_they_were<H: Harness>(h: &H, queue: &str
 /// A purge empties the state it names and no other; a delete removes one message by id.
 pub async fn purge_empties_only_what_it_names<H: Harness>(h: &H, queue: &str) -> Outcome {
     let driver = open(h, queue).await;
-    let caps = driver.capabilities();
-    if !caps.purge {
-        return Outcome::lacks("purge");
-    }
+    let Some(inspect) = driver.inspect() else {
+        return Outcome::lacks_facet("inspect");
+    };
     for n in 0..3 {
         send(&driver, &message("purged", n), DEFAULT_PRIORITY).await;
     }
@@ -170,7 +169,7 @@ pub async fn purge_empties_only_what_it_names<H: Harness>(h: &H, queue: &str) ->
         .expect("a message");
     send(&driver, &later, DEFAULT_PRIORITY).await;
 
-    let purged = driver
+    let purged = inspect
         .purge(DEFAULT_PRIORITY, QueueState::Waiting)
         .await
         .expect("purging waiting");
@@ -185,25 +184,23 @@ pub async fn purge_empties_only_what_it_names<H: Harness>(h: &H, queue: &str) ->
             .is_none(),
         "nothing waiting is left"
     );
-    if caps.stats {
-        let stats = default_stats(&driver).await;
-        assert_count(stats.delayed, 1, caps.exact_stats, "the delayed one stays");
-    }
-    if caps.delete {
+    let stats = default_stats(inspect).await;
+    assert_count(stats.delayed, 1, "the delayed one stays");
+    if let Some(browse) = driver.browse() {
         assert!(
-            driver
+            browse
                 .delete(DEFAULT_PRIORITY, later.id())
                 .await
                 .expect("delete")
         );
         assert!(
-            !driver
+            !browse
                 .delete(DEFAULT_PRIORITY, later.id())
                 .await
                 .expect("delete")
         );
     } else {
-        match driver.purge(DEFAULT_PRIORITY, QueueState::Delayed).await {
+        match inspect.purge(DEFAULT_PRIORITY, QueueState::Delayed).await {
             Ok(_) => {}
             // A backend may be unable to purge delayed messages alone (SQS cannot reach
             // them); the delayed one then stays.
@@ -211,10 +208,8 @@ pub async fn purge_empties_only_what_it_names<H: Harness>(h: &H, queue: &str) ->
             Err(e) => panic!("purging delayed: {e}"),
         }
     }
-    if caps.stats {
-        let stats = default_stats(&driver).await;
-        assert_count(stats.delayed, 0, caps.exact_stats, "no delayed one left");
-    }
+    let stats = default_stats(inspect).await;
+    assert_count(stats.delayed, 0, "no delayed one left");
     Outcome::Passed
 }
 
@@ -226,9 +221,9 @@ pub async fn failed_messages_become_dead_letters_and_replay<H: Harness>(
     queue: &str,
 ) -> Outcome {
     let driver: Arc<dyn Driver> = Arc::new(open(h, queue).await);
-    if !driver.capabilities().dead_letters {
-        return Outcome::lacks("dead_letters");
-    }
+    let Some(dead_letters) = driver.dead_letters() else {
+        return Outcome::lacks_facet("dead_letters");
+    };
     let doomed = Message::builder("doomed")
         .id("doomed-1")
         .payload(&json!({"n": 1}))
@@ -261,8 +256,8 @@ pub async fn failed_messages_become_dead_letters_and_replay<H: Harness>(
         );
     }
 
-    let letters = driver
-        .dead_letters(DEFAULT_PRIORITY, 10)
+    let letters = dead_letters
+        .list(DEFAULT_PRIORITY, 10)
         .await
         .expect("listing dead letters");
     let failed = letters
@@ -287,7 +282,7 @@ pub async fn failed_messages_become_dead_letters_and_replay<H: Harness>(
         );
     }
 
-    let replayed = driver
+    let replayed = dead_letters
         .replay(DEFAULT_PRIORITY, &Replay::ids(["doomed-1"]))
         .await
         .expect("replaying");
@@ -298,8 +293,8 @@ pub async fn failed_messages_become_dead_letters_and_replay<H: Harness>(
     assert_eq!(back.message().payload(), doomed.payload());
     assert_eq!(back.message().execute_at(), None, "due now");
     ack(&driver, &back).await;
-    let left = driver
-        .dead_letters(DEFAULT_PRIORITY, 10)
+    let left = dead_letters
+        .list(DEFAULT_PRIORITY, 10)
         .await
         .expect("listing dead letters");
     assert!(left.iter().all(|l| l.id != "doomed-1"), "replayed, so gone");
@@ -315,8 +310,8 @@ pub async fn failed_messages_become_dead_letters_and_replay<H: Harness>(
         .await
         .expect("the dispatcher found no message")
         .expect("the dispatcher failed");
-    let letters = driver
-        .dead_letters(DEFAULT_PRIORITY, 10)
+    let letters = dead_letters
+        .list(DEFAULT_PRIORITY, 10)
         .await
         .expect("listing dead letters");
     assert!(
@@ -331,28 +326,26 @@ pub async fn failed_messages_become_dead_letters_and_replay<H: Harness>(
 /// it stops.
 pub async fn workers_are_listed_until_they_expire<H: Harness>(h: &H, queue: &str) -> Outcome {
     let driver: Arc<dyn Driver> = Arc::new(open(h, queue).await);
-    if !driver.capabilities().workers {
-        return Outcome::lacks("workers");
-    }
-    let brief = hermes_core::WorkerInfo::new(2, &[DEFAULT_PRIORITY], Duration::from_secs(1));
-    let mut lasting = hermes_core::WorkerInfo::new(4, &[], Duration::from_secs(60));
-    lasting.running.push(hermes_core::RunningMessage::new(
-        "m-1",
-        "report.export",
-        1.0,
-    ));
+    let Some(workers) = driver.workers() else {
+        return Outcome::lacks_facet("workers");
+    };
+    let brief = WorkerInfo::new(2, &[DEFAULT_PRIORITY], Duration::from_secs(1));
+    let mut lasting = WorkerInfo::new(4, &[], Duration::from_secs(60));
+    lasting
+        .running
+        .push(RunningMessage::new("m-1", "report.export", 1.0));
     lasting.busy = 1;
     lasting.handled = 7;
     lasting.failed = 2;
-    driver
+    workers
         .announce(&brief, Duration::from_secs(1))
         .await
         .expect("announcing");
-    driver
+    workers
         .announce(&lasting, Duration::from_secs(60))
         .await
         .expect("announcing");
-    let listed = driver.workers().await.expect("listing workers");
+    let listed = workers.list().await.expect("listing workers");
     let ids: Vec<&str> = listed.iter().map(|w| w.id.as_str()).collect();
     assert!(
         ids.contains(&brief.id.as_str()) && ids.contains(&lasting.id.as_str()),
@@ -364,12 +357,12 @@ pub async fn workers_are_listed_until_they_expire<H: Harness>(h: &H, queue: &str
     assert_eq!((found.handled, found.failed), (7, 2));
     assert!(found.announced > 0.0 && found.announced < found.expires);
     tokio::time::sleep(Duration::from_millis(1300)).await;
-    let listed = driver.workers().await.expect("listing workers");
+    let listed = workers.list().await.expect("listing workers");
     assert!(listed.iter().all(|w| w.id != brief.id), "expired, so gone");
-    driver.withdraw(&lasting.id).await.expect("withdrawing");
+    workers.withdraw(&lasting.id).await.expect("withdrawing");
     assert!(
-        driver
-            .workers()
+        workers
+            .list()
             .await
             .expect("listing workers")
             .iter()
@@ -405,8 +398,8 @@ pub async fn workers_are_listed_until_they_expire<H: Harness>(h: &H, queue: &str
         .expect("the handler started");
     let deadline = tokio::time::Instant::now() + PATIENCE;
     let me = loop {
-        let found = driver
-            .workers()
+        let found = workers
+            .list()
             .await
             .expect("listing workers")
             .into_iter()
@@ -430,8 +423,8 @@ pub async fn workers_are_listed_until_they_expire<H: Harness>(h: &H, queue: &str
         .expect("the dispatcher task")
         .expect("the dispatcher");
     assert!(
-        driver
-            .workers()
+        workers
+            .list()
             .await
             .expect("listing workers")
             .iter()

@@ -44,6 +44,11 @@ impl Outcome {
             "the driver does not declare the `{capability}` capability"
         ))
     }
+
+    /// A skip because the driver has no `facet` (its accessor answers `None`).
+    pub fn lacks_facet(facet: &str) -> Outcome {
+        Outcome::Skipped(format!("the driver has no `{facet}` facet"))
+    }
 }
 
 /// How long one scenario may take before it fails as hung.

@@ -1,5 +1,5 @@
 //! Random input on each driver's raw path, from the bytes a foreign producer puts on the queue
-//! to a [`Delivery`](hermes_core::Delivery) or a quarantine: random bytes, valid messages with
+//! to a [`Delivery`](hermes_core::driver::Delivery) or a quarantine: random bytes, valid messages with
 //! random bytes changed, and valid messages with a field of another JSON type.
 //!
 //! One round runs in the test suite. `HERMES_FUZZ_SECONDS` runs rounds for that long (the fuzz

@@ -5,10 +5,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use hermes_core::driver::Delivery;
 use hermes_core::time::unix_now;
 use hermes_core::{
-    DEFAULT_PRIORITY, Delivery, Dispatcher, Driver, Emitter, Error, HandlerError, JsonSerializer,
-    Message, Priority, RetryPolicy, Serializer, handler_fn,
+    DEFAULT_PRIORITY, Dispatcher, Driver, Emitter, Error, HandlerError, JsonSerializer, Message,
+    Priority, RetryPolicy, Serializer, handler_fn,
 };
 use serde_json::json;
 use tokio::time::Instant;

@@ -1,6 +1,6 @@
 //! Scenarios of unique jobs: one message per key across processes, the key given up when the
 //! message is done, and a key whose worker crashed freed by its window. A driver without the
-//! `unique` capability must refuse unique emits with `Error::Unsupported`.
+//! `unique` facet must refuse unique emits with `Error::Unsupported`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,15 +16,17 @@ use super::{Harness, Outcome};
 /// Emits `message` uniquely by `unique` through `driver`.
 async fn emit(driver: &impl Driver, message: &Message, unique: &Unique) -> Emitted {
     driver
+        .unique()
+        .expect("the unique facet")
         .send_unique(message, DEFAULT_PRIORITY, unique)
         .await
         .unwrap_or_else(|e| panic!("a unique emit of #{}: {e}", message.id()))
 }
 
-/// `None` when the driver declares unique jobs; otherwise checks that it refuses them plainly
-/// and says the scenario is skipped.
-async fn refused_without_the_capability(driver: Arc<dyn Driver>) -> Option<Outcome> {
-    if driver.capabilities().unique {
+/// `None` when the driver has the unique facet; otherwise checks that it refuses unique emits
+/// plainly and says the scenario is skipped.
+async fn refused_without_the_facet(driver: Arc<dyn Driver>) -> Option<Outcome> {
+    if driver.unique().is_some() {
         return None;
     }
     let refused = Emitter::from_arc(driver)
@@ -32,16 +34,16 @@ async fn refused_without_the_capability(driver: Arc<dyn Driver>) -> Option<Outco
         .await;
     assert!(
         matches!(refused, Err(Error::Unsupported { .. })),
-        "a driver without the `unique` capability refuses unique emits: {refused:?}"
+        "a driver without the `unique` facet refuses unique emits: {refused:?}"
     );
-    Some(Outcome::lacks("unique"))
+    Some(Outcome::lacks_facet("unique"))
 }
 
 /// Eight emits with one key at once, from four instances (processes), queue one message; the
 /// other seven say they are duplicates. Another key is not held by it.
 pub async fn concurrent_unique_emits_queue_one_message<H: Harness>(h: &H, queue: &str) -> Outcome {
     let first: Arc<dyn Driver> = Arc::new(open(h, queue).await);
-    if let Some(skipped) = refused_without_the_capability(first.clone()).await {
+    if let Some(skipped) = refused_without_the_facet(first.clone()).await {
         return skipped;
     }
     let mut instances = vec![first];
@@ -96,7 +98,7 @@ pub async fn a_unique_key_is_free_once_its_message_is_done<H: Harness>(
     queue: &str,
 ) -> Outcome {
     let driver: Arc<dyn Driver> = Arc::new(open(h, queue).await);
-    if let Some(skipped) = refused_without_the_capability(driver.clone()).await {
+    if let Some(skipped) = refused_without_the_facet(driver.clone()).await {
         return skipped;
     }
     let emitter = Emitter::from_arc(driver.clone());
@@ -181,7 +183,7 @@ pub async fn a_crashed_workers_unique_key_frees_after_its_window<H: Harness>(
     queue: &str,
 ) -> Outcome {
     let driver: Arc<dyn Driver> = Arc::new(open(h, queue).await);
-    if let Some(skipped) = refused_without_the_capability(driver.clone()).await {
+    if let Some(skipped) = refused_without_the_facet(driver.clone()).await {
         return skipped;
     }
     let window = Duration::from_secs(2);

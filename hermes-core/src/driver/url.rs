@@ -15,7 +15,7 @@ use crate::Error;
 ///
 /// ```
 /// use std::time::Duration;
-/// use hermes_core::DriverUrl;
+/// use hermes_core::driver::DriverUrl;
 ///
 /// let mut url = DriverUrl::parse("redis://:s3cret@127.0.0.1:6380/2?key=jobs&refresh=0.5", "redis", &["redis"])?;
 /// assert_eq!(url.host(), Some("127.0.0.1"));

@@ -8,7 +8,7 @@ use notify::event::{EventKind, ModifyKind, RenameMode};
 use notify::{Event, RecommendedWatcher, RecursiveMode, Watcher as _};
 use tokio::sync::Notify;
 
-use crate::queue::QueueDir;
+use super::QueueDir;
 
 /// Watches the `new/` folders of the queues a worker reads.
 pub(crate) struct Watcher {

@@ -29,7 +29,7 @@ pub async fn join<T>(handle: JoinHandle<T>) -> T {
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// let claimed = hermes_core::task::detached(async { 3 }).await;
+/// let claimed = hermes_core::driver::task::detached(async { 3 }).await;
 /// assert_eq!(claimed, 3);
 /// # }
 /// ```

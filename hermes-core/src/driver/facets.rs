@@ -1,0 +1,193 @@
+//! What a backend can do beyond delivering: each facet a trait of its own, reached from the
+//! driver ([`Driver::inspect`](super::Driver::inspect) and its siblings), so a backend
+//! implements the facets it supports and no others.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::inspect::{DeadLetter, DeadReason, QueueState, QueueStats, Replay};
+use crate::unique::{Emitted, Unique};
+use crate::workers::WorkerInfo;
+use crate::{Error, Message, Priority};
+
+use super::Delivery;
+
+/// The figures of a backend's queues, and emptying them.
+///
+/// A figure the backend cannot tell is [`Figure::Unknown`](crate::inspect::Figure::Unknown); an
+/// estimate is [`Figure::Approximate`](crate::inspect::Figure::Approximate); a
+/// [`Figure::Exact`](crate::inspect::Figure::Exact) is checked as exact by the conformance suite.
+#[async_trait]
+pub trait Inspect: Send + Sync {
+    /// The figures of every priority queue, highest priority first: waiting, delayed, in
+    /// flight, dead, and the latency.
+    ///
+    /// # Errors
+    /// Connection errors.
+    ///
+    /// # Cancellation safety
+    /// Cancel safe: it changes nothing.
+    async fn stats(&self) -> Result<Vec<QueueStats>, Error>;
+
+    /// Removes every message of the queue of `priority` in `state`, and only those; returns
+    /// how many, when the backend can tell. Purging messages in flight removes what the
+    /// backend keeps of their claims: handlers already running them still finish, but a crash
+    /// no longer brings them back.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] for a state the backend cannot purge alone;
+    /// [`Error::UnknownPriority`]; connection errors.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may have removed some of the messages.
+    async fn purge(&self, priority: Priority, state: QueueState) -> Result<Option<u64>, Error>;
+}
+
+/// Reading single messages without claiming them, and removing one by id.
+#[async_trait]
+pub trait Browse: Send + Sync {
+    /// Up to `limit` messages of the queue of `priority` in `state`, oldest first, without
+    /// claiming them: what the next `receive` gets does not change. For
+    /// [`Dead`](QueueState::Dead), the messages of the dead letters that decode; their reasons
+    /// come with [`DeadLetters::list`].
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] for messages in flight on a driver without
+    /// [`Capabilities::at_least_once`](super::Capabilities::at_least_once) (a taken message
+    /// has left the backend); [`Error::UnknownPriority`]; connection errors.
+    ///
+    /// # Cancellation safety
+    /// Cancel safe: it changes nothing.
+    async fn peek(
+        &self,
+        priority: Priority,
+        state: QueueState,
+        limit: usize,
+    ) -> Result<Vec<Message>, Error>;
+
+    /// Removes the waiting, delayed or dead message `id` of the queue of `priority`; returns
+    /// whether it was there.
+    ///
+    /// # Errors
+    /// [`Error::UnknownPriority`]; connection errors.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may or may not have removed the message.
+    async fn delete(&self, priority: Priority, id: &str) -> Result<bool, Error>;
+}
+
+/// Dead letters: messages whose handlers failed for good and bodies that could not be
+/// decoded, kept with their reasons, listed and replayed.
+///
+/// A backend with this facet also keeps what its `receive` could not decode here, so the
+/// dispatcher and operators find it beside the failed messages.
+#[async_trait]
+pub trait DeadLetters: Send + Sync {
+    /// Moves `delivery` to the dead letters of its queue with `reason`, and acknowledges it.
+    /// The backend applies its [`Retention`](crate::inspect::Retention) there, dropping the
+    /// oldest. The [`Dispatcher`](crate::Dispatcher) calls it when a handler failed for good.
+    ///
+    /// # Errors
+    /// [`Error::InvalidDelivery`] for a delivery of another driver; connection errors (the
+    /// delivery then stays claimed, to be delivered again).
+    ///
+    /// # Cancellation safety
+    /// Dropping the future never loses the message: it is kept as a dead letter, or still
+    /// claimed (and delivered again), or both (on brokers where keeping and acknowledging are
+    /// two requests), in which case it is handled again and may die twice.
+    async fn add(&self, delivery: &Delivery, reason: &DeadReason) -> Result<(), Error>;
+
+    /// Up to `limit` dead letters of the queue of `priority`, oldest first.
+    ///
+    /// # Errors
+    /// [`Error::UnknownPriority`]; connection errors.
+    ///
+    /// # Cancellation safety
+    /// Cancel safe: it changes nothing.
+    async fn list(&self, priority: Priority, limit: usize) -> Result<Vec<DeadLetter>, Error>;
+
+    /// Puts the dead letters of the queue of `priority` that `replay` selects back on that
+    /// queue, due now (see [`Replay`]); an undecodable one goes back as its bytes. Returns how
+    /// many went back.
+    ///
+    /// # Errors
+    /// [`Error::UnknownPriority`]; connection errors.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may have replayed some of the selected letters and not others;
+    /// none is lost. On brokers where putting back and removing from the store are two
+    /// requests, one letter may be both replayed and still dead; replaying again then queues it
+    /// twice.
+    async fn replay(&self, priority: Priority, replay: &Replay) -> Result<u64, Error>;
+}
+
+/// Live workers: each running dispatcher announces itself, and anyone can list them.
+#[async_trait]
+pub trait Workers: Send + Sync {
+    /// Announces `worker` as running until `ttl` from now, replacing its earlier
+    /// announcement; what is stored expires then (its [`expires`](WorkerInfo::expires) is set
+    /// by the backend). The [`Dispatcher`](crate::Dispatcher) renews it every third of `ttl`.
+    ///
+    /// # Errors
+    /// Connection errors.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may or may not have stored the announcement.
+    async fn announce(&self, worker: &WorkerInfo, ttl: Duration) -> Result<(), Error>;
+
+    /// Removes the announcement of the worker `id`; nothing when there is none.
+    ///
+    /// # Errors
+    /// Connection errors.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may or may not have removed it; it expires with its time to live.
+    async fn withdraw(&self, id: &str) -> Result<(), Error>;
+
+    /// The workers whose announcement has not expired, oldest first.
+    ///
+    /// # Errors
+    /// Connection errors.
+    ///
+    /// # Cancellation safety
+    /// Cancel safe: it changes nothing.
+    async fn list(&self) -> Result<Vec<WorkerInfo>, Error>;
+}
+
+/// Unique emits: a message is queued unless another one holds its key, atomically on the
+/// backend, across processes.
+#[async_trait]
+pub trait UniqueEmits: Send + Sync {
+    /// Queues `message` as [`send`](super::Driver::send) does, unless another message holds
+    /// the key of `unique`: then nothing is queued and the answer is [`Emitted::Duplicate`].
+    /// Taking the key and queueing are one atomic step on the backend, so of any number of
+    /// concurrent emits with one key, from any number of processes, exactly one is queued.
+    /// The key is held by the message's id for [`Unique::window`], or until
+    /// [`release`](UniqueEmits::release) gives it up. Callers check `unique` first
+    /// ([`Unique::check`]); [`Emitter::emit_unique`](crate::Emitter::emit_unique) does.
+    ///
+    /// # Errors
+    /// As [`send`](super::Driver::send).
+    ///
+    /// # Cancellation safety
+    /// Not cancellation safe: dropped before it returns, the key may be taken and the message
+    /// queued, or the key taken alone (it then expires with its window).
+    async fn send_unique(
+        &self,
+        message: &Message,
+        priority: Priority,
+        unique: &Unique,
+    ) -> Result<Emitted, Error>;
+
+    /// Gives up the uniqueness key `key` if the message `holder` (an id) still holds it;
+    /// nothing otherwise (the key expired, or another message took it since). The dispatcher
+    /// calls it when a message with a [`unique_key`](Message::unique_key) is done.
+    ///
+    /// # Errors
+    /// Connection errors.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may or may not have given the key up; it expires with its window.
+    async fn release(&self, key: &str, holder: &str) -> Result<(), Error>;
+}
