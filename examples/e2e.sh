@@ -1,48 +1,72 @@
 #!/usr/bin/env bash
-# End to end for the report-export example of a driver: `examples/e2e.sh filesystem`,
-# `examples/e2e.sh redis`, `examples/e2e.sh rabbitmq` or `examples/e2e.sh sqs`. Queues three exports (a normal one, an urgent one, one delayed by
-# 3 s), runs a worker, checks that the urgent export ran first and the delayed one not before its
-# time, then stops two workers with the example's shutdown program and checks that they exit
-# cleanly. The programs are `<example>-emit`, `<example>-worker` and `<example>-shutdown`.
+# The report-export example end to end on one backend: `examples/e2e.sh` (the filesystem, no
+# broker needed), or `examples/e2e.sh filesystem|redis|redis-fred|rabbitmq|sqs`. Queues three
+# exports (a normal one, an urgent one, one delayed by 3 s), runs a worker, checks that the
+# urgent export ran first and the delayed one not before its time and reads the worker's
+# metrics, stops two workers with the shutdown program and checks that they exit cleanly, then
+# (where the backend has unique emits) runs two workers whose nightly export is set to every
+# second and checks that each tick is emitted and exported once. The example's programs
+# (`emit`, `worker`, `shutdown`) and `hermes stats` all get the queue from one URL, HERMES_URL.
 set -euo pipefail
-example=${1:?usage: examples/e2e.sh filesystem|redis|rabbitmq|sqs}
+example=${1:-filesystem}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 step() { printf '\n== %s\n' "$*"; }
 fail() { printf '\nFAILED: %s\n' "$*" >&2; exit 1; }
 
-step "building the $example example"
-cargo build --quiet -p "hermes-example-$example" -p hermes-cli
+case "$example" in
+  filesystem | redis | redis-fred | rabbitmq | sqs) ;;
+  *) fail "usage: examples/e2e.sh [filesystem|redis|redis-fred|rabbitmq|sqs]" ;;
+esac
+
+step "building the example on $example"
+cargo build --quiet -p hermes-example -p hermes-cli
 target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-bin="$target/debug/$example"
+bin="$target/debug"
 
 HERMES_DIR=$(mktemp -d "${TMPDIR:-/tmp}/hermes-e2e.XXXXXX")
 export HERMES_DIR
 # Keys and queues of their own for this run, on a shared broker.
-export HERMES_REDIS_KEY="e2e-$(basename "$HERMES_DIR" | tr -dc 'a-zA-Z0-9')"
-export HERMES_RABBITMQ_QUEUE="$HERMES_REDIS_KEY"
-export HERMES_SQS_QUEUE="$HERMES_REDIS_KEY"
+queue="e2e-$(basename "$HERMES_DIR" | tr -dc 'a-zA-Z0-9')"
+[ "$example" = filesystem ] && queue=exports
+export HERMES_URGENT_QUEUE="${queue}_high"
+case "$example" in
+  filesystem) HERMES_URL="file://$HERMES_DIR?queue=exports" ;;
+  redis | redis-fred)
+    client=redis
+    [ "$example" = redis-fred ] && client=fred
+    HERMES_URL="${HERMES_REDIS_URL:-redis://127.0.0.1:6379}/0?key=$queue&schedule_key=${queue}_schedule&client=$client"
+    ;;
+  rabbitmq) HERMES_URL="${HERMES_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}?queue=$queue" ;;
+  sqs)
+    HERMES_URL="sqs://$queue?endpoint=${HERMES_SQS_ENDPOINT:-http://127.0.0.1:4566}&region=us-east-1&visibility_timeout=60"
+    # A local server takes any credentials; the programs read them from the environment.
+    export AWS_ACCESS_KEY_ID=${AWS_ACCESS_KEY_ID:-test} AWS_SECRET_ACCESS_KEY=${AWS_SECRET_ACCESS_KEY:-test}
+    export AWS_EC2_METADATA_DISABLED=true
+    ;;
+esac
+export HERMES_URL
 log="$HERMES_DIR/exports.log"
 pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  if [ "$example" = redis ] && command -v redis-cli >/dev/null; then
-    for suffix in "" _high _schedule _schedule_priorities _schedule_by_priority _in_flight _dead _dead_letters _high_dead _high_dead_letters _shutdown; do
-      redis-cli -u "${HERMES_REDIS_URL:-redis://127.0.0.1:6379}" DEL "$HERMES_REDIS_KEY$suffix" >/dev/null || true
+  if [[ "$example" == redis* ]] && command -v redis-cli >/dev/null; then
+    for suffix in "" _high _schedule _schedule_priorities _schedule_by_priority _in_flight _dead _dead_letters _high_dead _high_dead_letters _shutdown _workers; do
+      redis-cli -u "${HERMES_REDIS_URL:-redis://127.0.0.1:6379}" DEL "$queue$suffix" >/dev/null || true
     done
   fi
   if [ "$example" = rabbitmq ] && command -v rabbitmqctl >/dev/null; then
-    rabbitmqctl -q list_queues name 2>/dev/null | grep "^$HERMES_RABBITMQ_QUEUE" |
+    rabbitmqctl -q list_queues name 2>/dev/null | grep "^$queue" |
       while read -r name; do rabbitmqctl -q delete_queue "$name" </dev/null >/dev/null 2>&1 || true; done
     # The delay ladder's exchanges.
-    rabbitmqctl -q list_exchanges name 2>/dev/null | grep "^$HERMES_RABBITMQ_QUEUE" |
+    rabbitmqctl -q list_exchanges name 2>/dev/null | grep "^$queue" |
       while read -r name; do rabbitmqctl -q eval "rabbit_exchange:delete(rabbit_misc:r(<<\"/\">>, exchange, <<\"$name\">>), false, <<\"e2e\">>)." </dev/null >/dev/null 2>&1 || true; done
   fi
   if [ "$example" = sqs ]; then
     # The local SQS server takes unsigned requests; only the service in the credential scope counts.
     local endpoint=${HERMES_SQS_ENDPOINT:-http://127.0.0.1:4566}
-    for name in "$HERMES_SQS_QUEUE" "${HERMES_SQS_QUEUE}_high" "$HERMES_SQS_QUEUE-quarantine" "$HERMES_SQS_QUEUE-delay"; do
+    for name in "$queue" "${queue}_high" "$queue-quarantine" "$queue-delay"; do
       curl -s -o /dev/null -H 'Authorization: AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/sqs/aws4_request, SignedHeaders=host, Signature=0' \
         -d "Action=DeleteQueue&QueueUrl=$endpoint/123456789012/$name" "$endpoint/" || true
     done
@@ -52,20 +76,10 @@ cleanup() {
 trap cleanup EXIT
 echo "working directory: $HERMES_DIR"
 
-# `hermes stats` on the example's queues, through the URL of its driver.
-queue_name=$HERMES_REDIS_KEY
-[ "$example" = filesystem ] && queue_name=exports
+# `hermes stats` on the example's queues, through the same URL.
+queue_name=$queue
 hermes_stats() {
-  local url
-  case "$example" in
-    filesystem) url="file://$HERMES_DIR?queue=exports" ;;
-    redis) url="${HERMES_REDIS_URL:-redis://127.0.0.1:6379}/0?key=$HERMES_REDIS_KEY&schedule_key=${HERMES_REDIS_KEY}_schedule&client=${HERMES_REDIS_CLIENT:-redis}" ;;
-    rabbitmq) url="${HERMES_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}?queue=$HERMES_RABBITMQ_QUEUE" ;;
-    sqs) url="sqs://$HERMES_SQS_QUEUE?endpoint=${HERMES_SQS_ENDPOINT:-http://127.0.0.1:4566}&region=us-east-1" ;;
-  esac
-  AWS_ACCESS_KEY_ID=${AWS_ACCESS_KEY_ID:-test} AWS_SECRET_ACCESS_KEY=${AWS_SECRET_ACCESS_KEY:-test} \
-    AWS_EC2_METADATA_DISABLED=true \
-    "$target/debug/hermes" --url "$url" --priority "${queue_name}_high=110" stats "$@"
+  "$bin/hermes" --url "$HERMES_URL" --priority "$HERMES_URGENT_QUEUE=110" stats "$@"
 }
 # Whether the default queue's figure `$1` is `$2` in `hermes stats --json` (exactly, or as the
 # approximation SQS and RabbitMQ's delay queues give).
@@ -78,9 +92,9 @@ hermes_stats
 
 step "emitting: sales (normal), nightly (delayed 3 s), urgent (high priority)"
 emitted_at=$(date +%s.%N)
-"$bin-emit" sales 2>/dev/null
-"$bin-emit" nightly 3 2>/dev/null
-"$bin-emit" urgent 0 high 2>/dev/null
+"$bin/emit" sales 2>/dev/null
+"$bin/emit" nightly 3 2>/dev/null
+"$bin/emit" urgent 0 high 2>/dev/null
 if [ "$example" = filesystem ]; then
   find "$HERMES_DIR" -name '*.json' | sed "s|$HERMES_DIR/||" | sort
 fi
@@ -91,7 +105,7 @@ figure_is delayed 1 || fail "hermes stats does not show the nightly export delay
 step "starting a worker, its metrics served at /metrics"
 metrics_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 HERMES_METRICS_LISTEN="127.0.0.1:$metrics_port" \
-  "$bin-worker" >"$HERMES_DIR/worker-1.out" 2>"$HERMES_DIR/worker-1.err" &
+  "$bin/worker" >"$HERMES_DIR/worker-1.out" 2>"$HERMES_DIR/worker-1.err" &
 pids+=($!)
 
 for _ in $(seq 1 80); do
@@ -122,10 +136,10 @@ awk -v w="$waited" 'BEGIN { exit !(w >= 3) }' || fail "nightly ran ${waited} s a
 echo "nightly ran $waited s after it was emitted (delay 3 s): ok"
 
 step "starting a second worker, then asking both to stop"
-"$bin-worker" >"$HERMES_DIR/worker-2.out" 2>"$HERMES_DIR/worker-2.err" &
+"$bin/worker" >"$HERMES_DIR/worker-2.out" 2>"$HERMES_DIR/worker-2.err" &
 pids+=($!)
 sleep 1
-"$bin-shutdown"
+"$bin/shutdown"
 for i in 0 1; do
   pid=${pids[$i]}
   for _ in $(seq 1 40); do
@@ -143,13 +157,13 @@ done
 pids=()
 
 step "two workers running the nightly export's entry every second"
-if [ "$example" = filesystem ] || [ "$example" = redis ]; then
+if [ "$example" = filesystem ] || [[ "$example" == redis* ]]; then
   # The shutdown signal counts in whole seconds: a worker started in the second it was given
   # would take it as its own.
   sleep 1.2
   for n in 3 4; do
     HERMES_EXPORT_SCHEDULE='* * * * * *' \
-      "$bin-worker" >"$HERMES_DIR/worker-$n.out" 2>"$HERMES_DIR/worker-$n.err" &
+      "$bin/worker" >"$HERMES_DIR/worker-$n.out" 2>"$HERMES_DIR/worker-$n.err" &
     pids+=($!)
   done
   sleep 6.5
@@ -168,7 +182,7 @@ if [ "$example" = filesystem ] || [ "$example" = redis ]; then
   [ "$distinct" -ge 5 ] || fail "only $distinct ticks emitted in 6.5 s"
   for n in 3 4; do echo "worker $n emitted ticks: $(sed -n 's/.*emitted message #cron-nightly-export-\([0-9]*\).*/\1/p' "$HERMES_DIR/worker-$n.err" | paste -sd' ')"; done
   # The last tick may still wait: one more worker (on the nightly schedule) exports it.
-  "$bin-worker" >"$HERMES_DIR/worker-5.out" 2>"$HERMES_DIR/worker-5.err" &
+  "$bin/worker" >"$HERMES_DIR/worker-5.out" 2>"$HERMES_DIR/worker-5.err" &
   pids+=($!)
   for _ in $(seq 1 40); do
     [ "$(grep -c ' nightly-export' "$log" || true)" -ge "$distinct" ] && break

@@ -35,11 +35,10 @@ passed=$(awk '/^test result:/ { for (i = 1; i < NF; i++) if ($(i + 1) ~ /^passed
   END { print s + 0 }' "$results")
 
 if [ "$*" = "--workspace" ]; then
-  # The README's run command, and the Redis (both clients), RabbitMQ and SQS examples, end to end.
-  ./examples/filesystem/e2e.sh
-  ./examples/redis/e2e.sh
-  ./examples/rabbitmq/e2e.sh
-  ./examples/sqs/e2e.sh
+  # The README's run command (the filesystem), then the same example on every other backend.
+  for backend in filesystem redis redis-fred rabbitmq sqs; do
+    ./examples/e2e.sh "$backend"
+  done
   passed=$((passed + 5))
   # Every driver under repeated kills, pauses and broker restarts, and each broker's outages.
   ./scripts/soak.sh

@@ -20,7 +20,11 @@ struct Merged {
 
 /// Prints the entries of every live worker's schedulers, by name, as a table or JSON.
 pub(crate) async fn list(driver: &dyn Driver, json: bool) -> Result<(), Failure> {
-    let workers = match driver.workers().await {
+    let listed = match crate::facet::workers(driver) {
+        Ok(workers) => workers.list().await,
+        Err(e) => Err(e),
+    };
+    let workers = match listed {
         Ok(workers) => workers,
         Err(e @ Error::Unsupported { .. }) => {
             return Err(Failure::failed(format!(

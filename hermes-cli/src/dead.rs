@@ -16,7 +16,9 @@ pub(crate) async fn dead(
 ) -> Result<(), Failure> {
     match command {
         DeadCommand::Ls { limit, json } => {
-            let letters = driver.dead_letters(priority, *limit).await?;
+            let letters = crate::facet::dead_letters(driver)?
+                .list(priority, *limit)
+                .await?;
             if *json {
                 let list: Vec<Value> = letters.iter().map(letter_json).collect();
                 println!("{}", Value::Array(list));
@@ -25,7 +27,9 @@ pub(crate) async fn dead(
             }
         }
         DeadCommand::Show { id } => {
-            let letters = driver.dead_letters(priority, usize::MAX).await?;
+            let letters = crate::facet::dead_letters(driver)?
+                .list(priority, usize::MAX)
+                .await?;
             let letter = letters
                 .iter()
                 .find(|l| &l.id == id)
@@ -59,7 +63,9 @@ pub(crate) async fn dead(
             if *keep_retries {
                 replay = replay.keeping_retries();
             }
-            let n = driver.replay(priority, &replay).await?;
+            let n = crate::facet::dead_letters(driver)?
+                .replay(priority, &replay)
+                .await?;
             println!("replayed {n} dead letters");
         }
         DeadCommand::Purge { yes } => {

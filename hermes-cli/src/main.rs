@@ -19,6 +19,7 @@ mod cron;
 mod dashboard;
 mod dead;
 mod emit;
+mod facet;
 mod peek;
 mod shutdown;
 mod stats;
@@ -128,7 +129,7 @@ async fn run(args: &Args) -> Result<(), Failure> {
     let queue = tokio::time::timeout(args.timeout, connect::connect(url, &priorities))
         .await
         .map_err(answered("connecting"))??;
-    let driver = queue.driver.clone();
+    let driver: std::sync::Arc<dyn hermes_core::Driver> = std::sync::Arc::new(queue.clone());
     if let Command::Stats {
         json,
         watch: Some(every),
@@ -164,7 +165,7 @@ async fn run(args: &Args) -> Result<(), Failure> {
             | Command::Workers {
                 command: Some(WorkersCommand::Stop(signal)),
                 ..
-            } => shutdown::shutdown(&queue.backend, signal).await,
+            } => shutdown::shutdown(&queue, signal).await,
             Command::Workers {
                 command: None,
                 json,

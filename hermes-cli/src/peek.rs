@@ -14,7 +14,9 @@ pub(crate) async fn peek(
     limit: usize,
     json: bool,
 ) -> Result<(), Failure> {
-    let messages = driver.peek(priority, state, limit).await?;
+    let messages = crate::facet::browse(driver)?
+        .peek(priority, state, limit)
+        .await?;
     if json {
         let list: Vec<Value> = messages.iter().map(message_json).collect();
         println!("{}", Value::Array(list));
@@ -50,7 +52,10 @@ pub(crate) async fn purge(
             "purging removes every {state} message of the queue: add --yes to do it"
         )));
     }
-    match driver.purge(priority, state).await? {
+    match crate::facet::inspect(driver)?
+        .purge(priority, state)
+        .await?
+    {
         Some(n) => println!("purged {n} {state} messages"),
         None => println!("purged the {state} messages"),
     }

@@ -2,24 +2,24 @@
 
 use std::path::Path;
 
+use hermes::AnyDriver;
+use hermes::redis::RedisShutdown;
 use hermes_core::{SharedFileShutdown, Shutdown};
-use hermes_redis::RedisShutdown;
 
 use crate::Failure;
 use crate::args::ShutdownArgs;
-use crate::connect::Backend;
 
 /// Sets the shutdown signal for `signal.at` (now when `None`): the Redis key `signal.key`, or
 /// the file `signal.file` (for the filesystem driver by default `<directory>/shutdown`).
-pub(crate) async fn shutdown(backend: &Backend, signal: &ShutdownArgs) -> Result<(), Failure> {
+pub(crate) async fn shutdown(backend: &AnyDriver, signal: &ShutdownArgs) -> Result<(), Failure> {
     let (at, file, key) = (signal.at, signal.file.as_deref(), signal.key.as_str());
     let signal: Box<dyn Shutdown> = match (file, backend) {
         (Some(file), _) => Box::new(SharedFileShutdown::new(file)),
-        (None, Backend::Directory(directory)) => {
-            Box::new(SharedFileShutdown::new(directory.join("shutdown")))
+        (None, AnyDriver::FileSystem(driver)) => {
+            Box::new(SharedFileShutdown::new(driver.directory().join("shutdown")))
         }
-        (None, Backend::Redis(client)) => Box::new(RedisShutdown::new(client.clone(), key)),
-        (None, Backend::Broker) => {
+        (None, AnyDriver::Redis(driver)) => Box::new(RedisShutdown::new(driver.client(), key)),
+        (None, _) => {
             return Err(Failure::usage(
                 "this broker has no shared key for the signal: give --file PATH, the \
                  SharedFileShutdown file the workers watch",
@@ -38,11 +38,11 @@ pub(crate) async fn shutdown(backend: &Backend, signal: &ShutdownArgs) -> Result
     Ok(())
 }
 
-fn describe(file: Option<&Path>, backend: &Backend, key: &str) -> String {
+fn describe(file: Option<&Path>, backend: &AnyDriver, key: &str) -> String {
     match (file, backend) {
         (Some(file), _) => format!("file {}", file.display()),
-        (None, Backend::Directory(directory)) => {
-            format!("file {}", directory.join("shutdown").display())
+        (None, AnyDriver::FileSystem(driver)) => {
+            format!("file {}", driver.directory().join("shutdown").display())
         }
         _ => format!("Redis key {key}"),
     }

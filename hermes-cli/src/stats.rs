@@ -10,7 +10,7 @@ use crate::Failure;
 
 /// Prints the figures of every queue.
 pub(crate) async fn stats(driver: &dyn Driver, json: bool) -> Result<(), Failure> {
-    let stats = driver.stats().await?;
+    let stats = crate::facet::inspect(driver)?.stats().await?;
     if json {
         let queues: Vec<Value> = stats.iter().map(to_json).collect();
         println!("{}", json!({ "driver": driver.name(), "queues": queues }));
@@ -29,10 +29,11 @@ pub(crate) async fn watch(
     every: Duration,
     timeout: Duration,
 ) -> Result<(), Failure> {
+    let inspect = crate::facet::inspect(driver)?;
     let stop = hermes_core::SignalShutdown::install()?;
     let stopped = hermes_core::Shutdown::token(&stop).unwrap_or_default();
     loop {
-        let stats = tokio::time::timeout(timeout, driver.stats())
+        let stats = tokio::time::timeout(timeout, inspect.stats())
             .await
             .map_err(|_| {
                 Failure::failed(format!(

@@ -11,10 +11,14 @@ use crate::args::format_rfc3339;
 /// Prints the workers whose announcement holds, as a table or JSON. A backend that lists no
 /// workers but counts each queue's consumers (RabbitMQ) gets those counts in the table instead.
 pub(crate) async fn list(driver: &dyn Driver, json: bool) -> Result<(), Failure> {
-    let workers = match driver.workers().await {
+    let listed = match crate::facet::workers(driver) {
+        Ok(workers) => workers.list().await,
+        Err(e) => Err(e),
+    };
+    let workers = match listed {
         Ok(workers) => workers,
         Err(e @ Error::Unsupported { .. }) if !json => {
-            let stats = driver.stats().await?;
+            let stats = crate::facet::inspect(driver)?.stats().await?;
             if stats.iter().all(|q| q.consumers == Figure::Unknown) {
                 return Err(e.into());
             }

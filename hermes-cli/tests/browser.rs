@@ -18,11 +18,11 @@ use std::time::{Duration, Instant};
 
 use common::dashboard::{Dashboard, bury};
 use fantoccini::{Client, ClientBuilder, Locator};
+use hermes::fs::FileSystemDriver;
 use hermes_core::inspect::{Figure, QueueStats};
 use hermes_core::{
     DEFAULT_PRIORITY, Dispatcher, DispatcherOptions, Driver, Message, SharedFileShutdown, Shutdown,
 };
-use hermes_fs::FileSystemDriver;
 use hermes_testkit::suite::{available_or_skip, strict};
 use serde_json::json;
 

@@ -8,8 +8,8 @@ mod common;
 use std::time::Duration;
 
 use common::dashboard::{Dashboard, bury, token};
+use hermes::fs::FileSystemDriver;
 use hermes_core::{DEFAULT_PRIORITY, Driver, Message};
-use hermes_fs::FileSystemDriver;
 
 async fn the_dashboard_shows_and_repairs(url: &str, driver: &dyn Driver, queue_name: &str) {
     bury(driver, "dead-1", "card <b>declined</b>").await;
@@ -197,7 +197,7 @@ async fn the_dashboard_on_redis() {
     let base =
         std::env::var("HERMES_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
     let url = format!("{base}/0?key={key}&schedule_key={key}_schedule");
-    let driver = hermes_redis::RedisSetDriver::from_url(&url)
+    let driver = hermes::redis::RedisSetDriver::from_url(&url)
         .await
         .expect("Redis");
     the_dashboard_shows_and_repairs(&url, &driver, &key).await;

@@ -6,9 +6,9 @@ mod common;
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use hermes::fs::FileSystemDriver;
 use hermes_core::inspect::QueueState;
 use hermes_core::{DEFAULT_PRIORITY, Driver, Message};
-use hermes_fs::FileSystemDriver;
 
 struct Queue {
     dir: std::path::PathBuf,

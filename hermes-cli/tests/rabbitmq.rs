@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{Target, dead_letters_round_trip, emit_stats_and_purge, ok};
-use hermes_rabbitmq::RabbitMqDriver;
+use hermes::rabbitmq::RabbitMqDriver;
 
 fn amqp_url() -> String {
     std::env::var("HERMES_AMQP_URL")

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Target, dead_letters_round_trip, emit_stats_and_purge, ok};
-use hermes_redis::RedisSetDriver;
+use hermes::redis::RedisSetDriver;
 
 fn redis_url() -> String {
     std::env::var("HERMES_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())

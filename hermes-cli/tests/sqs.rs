@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{Target, dead_letters_round_trip, emit_stats_and_purge};
-use hermes_sqs::SqsDriver;
+use hermes::sqs::SqsDriver;
 
 fn endpoint() -> String {
     let endpoint =
@@ -47,7 +47,7 @@ async fn target(queue: &str) -> Target {
         .http_client(aws_smithy_http_client::Builder::new().build_http())
         .load()
         .await;
-    let mut options = hermes_sqs::SqsOptions::default();
+    let mut options = hermes::sqs::SqsOptions::default();
     options.wait_time = std::time::Duration::from_secs(1);
     let driver =
         SqsDriver::with_options(aws_sdk_sqs::Client::new(&config), queue, options).unwrap();

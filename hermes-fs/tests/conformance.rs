@@ -12,3 +12,7 @@ mod dyn_driver {
         super::common::FsHarness::new()
     ));
 }
+
+mod wrapped {
+    hermes_testkit::wrapped_facet_suite!(super::common::FsHarness::new());
+}

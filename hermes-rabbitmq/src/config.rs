@@ -96,8 +96,8 @@ pub enum UndecodableAction {
     /// First publish the body to `<queue>.quarantine` (see
     /// [`quarantine_queue`](crate::quarantine_queue)) as a dead letter of kind
     /// `undecodable`, with the decoder's reason, so nothing is lost whatever the broker's
-    /// settings; [`Driver::dead_letters`](hermes_core::Driver::dead_letters) lists it and
-    /// [`Driver::replay`](hermes_core::Driver::replay) puts its bytes back.
+    /// settings; [`DeadLetters::list`](hermes_core::driver::DeadLetters::list) lists it and
+    /// [`DeadLetters::replay`](hermes_core::driver::DeadLetters::replay) puts its bytes back.
     #[default]
     Quarantine,
     /// Only reject it: the broker drops it unless the queue has a dead-letter exchange.

@@ -1,22 +1,18 @@
-//! The RabbitMQ driver: the driver struct and its [`Driver`] implementation.
+//! The RabbitMQ driver: its public type, and the contract it keeps.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use hermes_core::driver::{Capabilities, Delivery, PriorityQueues};
-use hermes_core::inspect::{DeadLetter, DeadReason, QueueState, QueueStats, Replay};
+use hermes_core::driver::{Capabilities, DeadLetters, Delivery, Inspect, PriorityQueues};
 use hermes_core::{
     DEFAULT_PRIORITY, Driver, Error, JsonSerializer, Message, Priority, Serializer, async_trait,
 };
-use tokio::time::Instant;
 
-use crate::buffer::Buffer;
+use crate::amqp::Nodes;
+use crate::core::Core;
 use crate::naming::{quarantine_queue, validate_rabbitmq_queue_name};
-use crate::nodes::Nodes;
-use crate::patience::{Patience, Pick};
-use crate::session::{Session, bounded};
-use crate::settle::receipt;
-use crate::{NAME, RabbitMqOptions, settle};
+use crate::url::UrlConfig;
+use crate::{NAME, RabbitMqOptions};
 
 /// Hermes' RabbitMQ driver: one durable queue on the default exchange, declared without
 /// arguments (an existing Hermes queue keeps working), persistent messages, consumed with a
@@ -32,13 +28,14 @@ use crate::{NAME, RabbitMqOptions, settle};
 /// delivered again by the broker). Undecodable bodies move to `<queue>.quarantine`, or are
 /// rejected as in Hermes (see [`UndecodableAction`](crate::UndecodableAction)).
 ///
-/// Inspection and dead letters (see [`Driver::capabilities`]): stats per priority queue from
-/// passive declarations (waiting and dead exact, delayed approximate, in flight and latency
-/// unknown: AMQP does not tell them), purges of the waiting, delayed and dead messages, and
-/// dead letters. No peek and no delete by id: AMQP reads a queue only by taking its messages.
-/// The dead letters of a priority queue are its `<queue>.quarantine`, which holds both the
-/// undecodable bodies and the messages whose handler failed for good: each is the body
-/// exactly as it was delivered, with its reason in AMQP headers ([`DEAD_ID`](crate::DEAD_ID),
+/// Inspection and dead letters (see [`Driver::inspect`] and [`Driver::dead_letters`]): stats
+/// per priority queue from passive declarations (dead exact, waiting and delayed approximate,
+/// in flight and latency unknown: AMQP does not tell them), purges of the waiting, delayed
+/// and dead messages, and dead letters. No peek and no delete by id ([`Driver::browse`] is
+/// `None`): AMQP reads a queue only by taking its messages. The dead letters of a priority
+/// queue are its `<queue>.quarantine`, which holds both the undecodable bodies and the
+/// messages whose handler failed for good: each is the body exactly as it was delivered,
+/// with its reason in AMQP headers ([`DEAD_ID`](crate::DEAD_ID),
 /// [`DEAD_KIND`](crate::DEAD_KIND), [`DEAD_ERROR`](crate::DEAD_ERROR),
 /// [`DEAD_HANDLER`](crate::DEAD_HANDLER), [`DEAD_AT`](crate::DEAD_AT),
 /// [`DEAD_RETRIES`](crate::DEAD_RETRIES), [`PRIORITY`](crate::PRIORITY)). PHP Hermes never
@@ -53,29 +50,7 @@ use crate::{NAME, RabbitMqOptions, settle};
 /// [`Driver::flush`] or until the driver is dropped, which gives their messages back.
 #[derive(Debug, Clone)]
 pub struct RabbitMqDriver {
-    pub(crate) inner: Arc<Inner>,
-}
-
-/// What the clones of a driver share.
-pub(crate) struct Inner {
-    nodes: Nodes,
-    pub(crate) queue: String,
-    pub(crate) options: RabbitMqOptions,
-    pub(crate) serializer: Arc<dyn Serializer>,
-    pub(crate) queues: PriorityQueues<String>,
-    pub(crate) session: tokio::sync::Mutex<Option<Arc<Session>>>,
-    pub(crate) buffer: Buffer,
-}
-
-impl std::fmt::Debug for Inner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RabbitMqDriver")
-            .field("url", &self.nodes)
-            .field("queue", &self.queue)
-            .field("options", &self.options)
-            .field("queues", &self.queues)
-            .finish_non_exhaustive()
-    }
+    core: Arc<Core>,
 }
 
 impl RabbitMqDriver {
@@ -90,33 +65,62 @@ impl RabbitMqDriver {
         validate_rabbitmq_queue_name(queue)?;
         options.validate()?;
         let queues = PriorityQueues::with(DEFAULT_PRIORITY, queue.to_owned());
-        Ok(RabbitMqDriver::build(
+        let core = Core::new(
             Nodes::new(url),
             queue,
             options,
             Arc::new(JsonSerializer),
             queues,
-        ))
+        );
+        Ok(RabbitMqDriver {
+            core: Arc::new(core),
+        })
     }
 
-    fn build(
-        nodes: Nodes,
-        queue: &str,
-        options: RabbitMqOptions,
-        serializer: Arc<dyn Serializer>,
-        queues: PriorityQueues<String>,
-    ) -> Self {
-        RabbitMqDriver {
-            inner: Arc::new(Inner {
-                nodes,
-                queue: queue.to_owned(),
-                options,
-                serializer,
-                queues,
-                session: tokio::sync::Mutex::new(None),
-                buffer: Buffer::default(),
-            }),
-        }
+    /// A driver from an AMQP URL, as the `hermes` command and programs that take their queue
+    /// from the environment use: `amqp://` or `amqps://`, user, password, host, port and
+    /// virtual host as the broker's URI spec has them (`/%2f` is the virtual host `/`), and
+    /// these parameters, all optional:
+    ///
+    /// | parameter | meaning | default |
+    /// |---|---|---|
+    /// | `queue` | the queue of the default priority | `hermes` |
+    /// | `prefetch` | [`RabbitMqOptions::prefetch`], 1 to 65535 | 1 |
+    /// | `durable` | [`RabbitMqOptions::durable`], `true` or `false` | `true` |
+    /// | `queue_type` | [`RabbitMqOptions::queue_type`]: `classic` or `quorum` | `classic` |
+    /// | `fallback` | other nodes of the cluster, `host:port` separated by commas, with the same user and virtual host ([`with_fallback_urls`](RabbitMqDriver::with_fallback_urls)) | none |
+    /// | `consumer_tag` | [`RabbitMqOptions::consumer_tag`] | `hermes` |
+    /// | `undecodable` | [`RabbitMqOptions::undecodable`]: `quarantine` or `reject` | `quarantine` |
+    /// | `refresh_interval` | [`RabbitMqOptions::refresh_interval`], in seconds | 0.1 |
+    /// | `retention_count` | the dead letters kept per queue ([`RabbitMqOptions::retention`]) | 10000 |
+    /// | `retention_age` | their longest age, in seconds | 15552000 (180 days) |
+    ///
+    /// A `%XX` escape in a value stands for that byte. The URL without its parameters is what
+    /// the client library connects to. Nothing connects until first use. An `amqps://` URL
+    /// needs lapin built with a TLS backend (its `rustls` feature, say); without one the
+    /// connection fails.
+    ///
+    /// ```
+    /// use hermes_rabbitmq::RabbitMqDriver;
+    ///
+    /// let driver = RabbitMqDriver::from_url("amqp://guest:guest@127.0.0.1:5672/%2f?queue=exports&prefetch=16")?;
+    /// assert_eq!(driver.quarantine_queue(), "exports.quarantine");
+    /// let err = RabbitMqDriver::from_url("amqp://guest:s3cret@127.0.0.1/%2f?colour=red").unwrap_err();
+    /// assert!(err.to_string().contains("colour") && !err.to_string().contains("s3cret"));
+    /// # Ok::<(), hermes_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a URL of another scheme, without a host, with an unknown
+    /// parameter or a bad value; [`Error::InvalidQueueName`] for a bad queue name. No error
+    /// shows the password.
+    pub fn from_url(url: &str) -> Result<Self, Error> {
+        let config = UrlConfig::parse(url)?;
+        let driver = RabbitMqDriver::new(&config.address, &config.queue, config.options)?;
+        Ok(match config.fallback {
+            Some(nodes) => driver.with_fallback_urls(nodes),
+            None => driver,
+        })
     }
 
     /// The same queues with `serializer` instead of [`JsonSerializer`], as a new instance (with
@@ -132,13 +136,16 @@ impl RabbitMqDriver {
     /// ```
     #[must_use]
     pub fn with_serializer(self, serializer: impl Serializer) -> Self {
-        RabbitMqDriver::build(
-            self.inner.nodes.fresh(),
-            &self.inner.queue,
-            self.inner.options.clone(),
+        let core = Core::new(
+            self.core.nodes.and([]),
+            &self.core.queue,
+            self.core.options.clone(),
             Arc::new(serializer),
-            self.inner.queues.clone(),
-        )
+            self.core.queues.clone(),
+        );
+        RabbitMqDriver {
+            core: Arc::new(core),
+        }
     }
 
     /// The same queues, also on the other nodes of the broker's cluster at `urls`, as a new
@@ -157,32 +164,21 @@ impl RabbitMqDriver {
     /// ```
     #[must_use]
     pub fn with_fallback_urls(self, urls: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        RabbitMqDriver::build(
-            self.inner.nodes.and(urls.into_iter().map(Into::into)),
-            &self.inner.queue,
-            self.inner.options.clone(),
-            self.inner.serializer.clone(),
-            self.inner.queues.clone(),
-        )
+        let core = Core::new(
+            self.core.nodes.and(urls.into_iter().map(Into::into)),
+            &self.core.queue,
+            self.core.options.clone(),
+            self.core.serializer.clone(),
+            self.core.queues.clone(),
+        );
+        RabbitMqDriver {
+            core: Arc::new(core),
+        }
     }
 
     /// The queue holding undecodable messages.
     pub fn quarantine_queue(&self) -> String {
-        quarantine_queue(&self.inner.queue)
-    }
-
-    /// The connected session, connecting (again) when there is none or it was lost.
-    pub(crate) async fn session(&self) -> Result<Arc<Session>, Error> {
-        let mut slot = self.inner.session.lock().await;
-        if let Some(session) = slot.as_ref()
-            && session.alive()
-        {
-            return Ok(session.clone());
-        }
-        *slot = None;
-        let session = Arc::new(self.inner.nodes.connect(&self.inner.options).await?);
-        *slot = Some(session.clone());
-        Ok(session)
+        quarantine_queue(&self.core.queue)
     }
 }
 
@@ -192,32 +188,16 @@ impl Driver for RabbitMqDriver {
         NAME
     }
 
-    /// Everything but lease extension, peeking, deleting by id and exact stats: AMQP lists a
-    /// queue only by taking its messages, and does not count those other consumers hold.
     fn capabilities(&self) -> Capabilities {
-        let mut capabilities = Capabilities::all().without_inspection();
-        capabilities.extend = false;
-        capabilities.stats = true;
-        capabilities.purge = true;
-        capabilities.dead_letters = true;
-        // A queue of this broker cannot refuse a message whose key another one holds.
-        capabilities.unique = false;
-        capabilities
+        self.core.capabilities()
     }
 
     fn setup_priority_queue(&self, name: &str, priority: Priority) -> Result<(), Error> {
-        validate_rabbitmq_queue_name(name)?;
-        self.inner.queues.insert(priority, name.to_owned());
-        Ok(())
+        self.core.setup_priority_queue(name, priority)
     }
 
     async fn send(&self, message: &Message, priority: Priority) -> Result<(), Error> {
-        message.check()?;
-        let target = self.inner.queues.get(priority)?;
-        let body = self.inner.serializer.serialize(message)?;
-        let session = self.session().await?;
-        let route = self.route(&session, &target, &body, message.execute_at());
-        bounded("publishing", Some(&session), route).await
+        self.core.send(message, priority).await
     }
 
     /// Publishes every message of the batch in order, then waits for all their confirms
@@ -229,44 +209,7 @@ impl Driver for RabbitMqDriver {
     /// the broker refuses (a nack) or no queue takes fails the call, naming how many of the
     /// batch; the others are queued, confirmed.
     async fn send_batch(&self, messages: &[Message], priority: Priority) -> Result<(), Error> {
-        let target = self.inner.queues.get(priority)?;
-        let mut bodies = Vec::with_capacity(messages.len());
-        for message in messages {
-            message.check()?;
-            bodies.push((
-                self.inner.serializer.serialize(message)?,
-                message.execute_at(),
-            ));
-        }
-        if bodies.is_empty() {
-            return Ok(());
-        }
-        let session = self.session().await?;
-        let publish = async {
-            let mut published = Vec::with_capacity(bodies.len());
-            for (body, due) in &bodies {
-                published.push(self.start_route(&session, &target, body, *due).await?);
-            }
-            let confirmed =
-                futures_util::future::join_all(published.into_iter().map(|p| p.confirmed())).await;
-            let mut failed = confirmed.into_iter().filter_map(Result::err);
-            let Some(first) = failed.next() else {
-                return Ok(());
-            };
-            match failed.count() {
-                0 => Err(first),
-                others => Err(Error::driver(
-                    crate::NAME,
-                    format!(
-                        "{} of {} messages for {target} were not confirmed: {first}",
-                        others + 1,
-                        bodies.len()
-                    ),
-                    true,
-                )),
-            }
-        };
-        bounded("publishing a batch", Some(&session), publish).await
+        self.core.send_batch(messages, priority).await
     }
 
     /// Waits for a delivery from the consumers of the selected queues, starting them on first
@@ -279,129 +222,31 @@ impl Driver for RabbitMqDriver {
         priorities: &[Priority],
         wait: Duration,
     ) -> Result<Option<Delivery>, Error> {
-        let queues = self.inner.queues.selected(priorities)?;
-        let deadline = Instant::now() + wait;
-        let mut patience = Patience::default();
-        // A connection lost before anything was taken is tried once more on a new one: a
-        // broker under load can close it while a consumer starts on a queue it just declared
-        // (RabbitMQ 3.10 answers a quorum queue whose process is not up yet with
-        // INTERNAL_ERROR). A second loss is the caller's.
-        let mut lost_once = false;
-        loop {
-            let session = self.session().await?;
-            let consume = self.consume(&session, &queues);
-            let pick = async {
-                bounded("starting the consumers", Some(&session), consume).await?;
-                let pick = self.pick(&session, &queues, patience.lasts());
-                bounded("looking at the queues", Some(&session), pick).await
-            };
-            let arrived = self.inner.buffer.arrived.notified();
-            tokio::pin!(arrived);
-            arrived.as_mut().enable();
-            let picked = match pick.await {
-                Err(e) if e.is_temporary() && !lost_once && Instant::now() < deadline => {
-                    lost_once = true;
-                    tracing::debug!("Receiving again on a new connection - {e}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-                picked => picked?,
-            };
-            let pause = match picked {
-                Pick::Found(delivery) => return delivery.map(Some),
-                Pick::HigherComing => patience.wait(),
-                Pick::Nothing => {
-                    let now = Instant::now();
-                    if now >= deadline {
-                        return Ok(None);
-                    }
-                    (deadline - now).min(self.inner.options.refresh_interval)
-                }
-            };
-            tokio::select! {
-                _ = &mut arrived => {}
-                _ = tokio::time::sleep(pause) => {}
-            }
-        }
+        self.core.receive(priorities, wait).await
     }
 
     async fn ack(&self, delivery: &Delivery) -> Result<(), Error> {
-        settle::ack(delivery).await
+        self.core.ack(delivery).await
     }
 
     async fn nack(&self, delivery: &Delivery) -> Result<(), Error> {
-        settle::nack(delivery).await
+        self.core.nack(delivery).await
     }
 
     /// Stops this process's consumers and gives back the messages they delivered that no
     /// `receive` took. A later `receive` starts the consumers again.
     async fn flush(&self) -> Result<(), Error> {
-        self.stop_consumers().await;
-        self.give_back_buffered().await
+        self.core.flush().await
     }
 
-    /// Per priority queue: waiting exact (its ready messages), delayed approximate (the ready
-    /// messages of its delay queues: one passing between two of them is missed for a moment),
-    /// dead exact (the ready messages of its `<queue>.quarantine`), in flight and latency
-    /// unknown (AMQP does not tell them). A queue not declared yet counts 0; nothing is
-    /// declared.
-    async fn stats(&self) -> Result<Vec<QueueStats>, Error> {
-        self.stats_now().await
+    fn inspect(&self) -> Option<&dyn Inspect> {
+        Some(&*self.core)
     }
 
-    /// Up to `limit` dead letters of `<queue>.quarantine`, oldest first, taken with
-    /// `basic.get` and given back to their places unchanged (while listed, they are invisible
-    /// to another listing or replay). Drops those past the retention's age on the way.
-    async fn dead_letters(
-        &self,
-        priority: Priority,
-        limit: usize,
-    ) -> Result<Vec<DeadLetter>, Error> {
-        self.dead_letters_now(priority, limit).await
+    fn dead_letters(&self) -> Option<&dyn DeadLetters> {
+        Some(&*self.core)
     }
 
-    /// Publishes the body of `delivery`, byte for byte as it was delivered, to the
-    /// `<queue>.quarantine` of its priority queue with the reason in its headers, waits for
-    /// the broker's confirm, and only then acknowledges the delivery: a lost connection in
-    /// between leaves the message to be delivered again (and maybe a dead letter too), never
-    /// lost.
-    ///
-    /// # Errors
-    /// A temporary [`Error::Connection`] when the delivery's connection is gone (the broker
-    /// delivers the message again).
-    async fn dead_letter(&self, delivery: &Delivery, reason: &DeadReason) -> Result<(), Error> {
-        let receipt = receipt(delivery)?;
-        if !receipt.session.alive() {
-            return Err(Error::connection(
-                NAME,
-                "the connection of this delivery is gone; the broker delivers it again",
-            ));
-        }
-        let priority = delivery.priority();
-        let home = self.inner.queues.get(priority)?;
-        let id = delivery.message().id();
-        let session = &receipt.session;
-        self.bury(session, (&home, priority), id, &receipt.body, reason)
-            .await?;
-        settle::ack(delivery).await
-    }
-
-    /// Takes the dead letters of `<queue>.quarantine` one by one with `basic.get` (only those
-    /// there when it begins); each one `replay` selects is published to its priority queue,
-    /// due now, with the broker's confirm (an undecodable one as its exact bytes), then
-    /// removed; the others go back to their places. A letter being replayed is invisible to
-    /// another replay, so two at once do not put one back twice.
-    async fn replay(&self, priority: Priority, replay: &Replay) -> Result<u64, Error> {
-        self.replay_now(priority, replay).await
-    }
-
-    /// Waiting: `queue.purge` of the priority queue (messages a worker holds, its prefetch
-    /// included, are in flight and stay). Delayed: `queue.purge` of each of its delay queues.
-    /// Dead: `queue.purge` of its `<queue>.quarantine`. Returns how many went.
-    ///
-    /// # Errors
-    /// [`Error::Unsupported`] for [`QueueState::InFlight`].
-    async fn purge(&self, priority: Priority, state: QueueState) -> Result<Option<u64>, Error> {
-        self.purge_now(priority, state).await
-    }
+    // No browse: AMQP reads a queue only by taking its messages. No unique emits: a queue of
+    // this broker cannot refuse a message whose key another one holds. No workers.
 }

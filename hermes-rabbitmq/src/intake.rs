@@ -1,5 +1,5 @@
 //! Filing what a consumer delivers: a due message waits in the buffer for a `receive`, an
-//! early one is delayed again, an undecodable one becomes a dead letter (see the `dead` module)
+//! early one is delayed again, an undecodable one becomes a dead letter (see `dead_letters`)
 //! or is rejected, and is reported.
 
 use std::sync::Arc;
@@ -10,14 +10,12 @@ use hermes_core::time::unix_now;
 use lapin::options::{BasicAckOptions, BasicNackOptions};
 
 use crate::UndecodableAction;
-use crate::buffer::Buffered;
-use crate::consumers::Consumed;
-use crate::driver::RabbitMqDriver;
+use crate::amqp::Session;
+use crate::core::{Buffered, Consumed, Core};
 use crate::error::lapin_error;
 use crate::naming::quarantine_queue;
-use crate::session::Session;
 
-impl RabbitMqDriver {
+impl Core {
     /// Files one delivery: a due message goes to the buffer; an early one is delayed again
     /// (down its home queue's ladder); an undecodable one becomes a dead letter of its home
     /// queue (or is only rejected) and is reported.
@@ -28,10 +26,10 @@ impl RabbitMqDriver {
         delivery: lapin::message::Delivery,
     ) -> Result<(), Error> {
         let (queue, home, priority) = (from.consumed.as_str(), from.home.as_str(), from.priority);
-        let message = match self.inner.serializer.deserialize(&delivery.data) {
+        let message = match self.serializer.deserialize(&delivery.data) {
             Ok(message) => message,
             Err(source) => {
-                let kept = match self.inner.options.undecodable {
+                let kept = match self.options.undecodable {
                     UndecodableAction::Reject => format!(
                         "nowhere: rejected from the RabbitMQ queue {queue}, kept only by its \
                          dead-letter policy"
@@ -56,7 +54,7 @@ impl RabbitMqDriver {
                     ..BasicNackOptions::default()
                 };
                 delivery.acker.nack(reject).await.map_err(lapin_error)?;
-                self.inner.buffer.push(Buffered::Undecodable {
+                self.buffer.push(Buffered::Undecodable {
                     priority,
                     quarantine: kept,
                     source,
@@ -77,7 +75,7 @@ impl RabbitMqDriver {
                 .map_err(lapin_error);
         }
         session.flows.delivered(queue, || {
-            self.inner.buffer.push(Buffered::Message {
+            self.buffer.push(Buffered::Message {
                 priority,
                 queue: queue.to_owned(),
                 message,

@@ -37,10 +37,11 @@
 //! # Ok(()) }
 //! ```
 
-mod buffer;
+mod amqp;
 mod config;
 mod consumers;
-mod dead;
+mod core;
+mod dead_letters;
 mod delay;
 mod driver;
 mod error;
@@ -48,22 +49,19 @@ mod inspect;
 mod intake;
 mod ladder;
 mod naming;
-mod nodes;
-mod patience;
-mod scratch;
-mod session;
+mod receive;
+mod send;
 mod settle;
 mod url;
 
 pub use config::{QueueType, RabbitMqOptions, UndecodableAction};
-pub use dead::{DEAD_AT, DEAD_ERROR, DEAD_HANDLER, DEAD_ID, DEAD_KIND, DEAD_RETRIES, PRIORITY};
 pub use driver::RabbitMqDriver;
 pub use ladder::{DELAY_LEVELS, DELAY_UNIT_MS};
 pub use naming::{
-    LEGACY_DELAY_LEVELS_MS, delay_level, exchanges_of, legacy_delay_queue, long_delay_queue,
-    quarantine_queue, queues_of,
+    DEAD_AT, DEAD_ERROR, DEAD_HANDLER, DEAD_ID, DEAD_KIND, DEAD_RETRIES, LEGACY_DELAY_LEVELS_MS,
+    PRIORITY, delay_level, exchanges_of, legacy_delay_queue, long_delay_queue, quarantine_queue,
+    queues_of,
 };
-pub use session::COMMAND_TIMEOUT;
 
 /// The driver's name: what [`Driver::name`](hermes_core::Driver::name) returns, and the
 /// `driver` of its errors.

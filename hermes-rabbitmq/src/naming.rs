@@ -1,5 +1,5 @@
-//! The names of the queues and exchanges the driver declares for a queue, and the queue names
-//! RabbitMQ accepts.
+//! The names of the queues and exchanges the driver declares for a queue, the queue names
+//! RabbitMQ accepts, and the headers of a dead letter (see `dead_letters`).
 
 use hermes_core::Error;
 use hermes_core::driver::validate_queue_name;
@@ -77,3 +77,18 @@ pub fn exchanges_of(queue: &str) -> Vec<String> {
     names.push(arrival_exchange(queue));
     names
 }
+
+/// The header holding a dead letter's id.
+pub const DEAD_ID: &str = "x-hermes-dead-id";
+/// The header holding why a message is dead: `failed`, `rejected` or `undecodable`.
+pub const DEAD_KIND: &str = "x-hermes-dead-kind";
+/// The header holding a dead letter's error text.
+pub const DEAD_ERROR: &str = "x-hermes-dead-error";
+/// The header holding the name of the handler that failed.
+pub const DEAD_HANDLER: &str = "x-hermes-dead-handler";
+/// The header holding when a message died, as Unix seconds.
+pub const DEAD_AT: &str = "x-hermes-dead-at";
+/// The header holding how many times a dead message had been retried.
+pub const DEAD_RETRIES: &str = "x-hermes-dead-retries";
+/// The header holding the priority of the queue a dead letter came from.
+pub const PRIORITY: &str = "x-hermes-priority";

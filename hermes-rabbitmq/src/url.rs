@@ -3,10 +3,10 @@
 use hermes_core::Error;
 use hermes_core::driver::DriverUrl;
 
-use crate::nodes::at_host;
-use crate::{NAME, QueueType, RabbitMqDriver, RabbitMqOptions, UndecodableAction};
+use crate::amqp::at_host;
+use crate::{NAME, QueueType, RabbitMqOptions, UndecodableAction};
 
-/// The parameters [`RabbitMqDriver::from_url`] takes.
+/// The parameters [`RabbitMqDriver::from_url`](crate::RabbitMqDriver::from_url) takes.
 const PARAMETERS: [&str; 10] = [
     "queue",
     "prefetch",
@@ -20,45 +20,26 @@ const PARAMETERS: [&str; 10] = [
     "retention_age",
 ];
 
-impl RabbitMqDriver {
-    /// A driver from an AMQP URL, as the `hermes` command and programs that take their queue
-    /// from the environment use: `amqp://` or `amqps://`, user, password, host, port and
-    /// virtual host as the broker's URI spec has them (`/%2f` is the virtual host `/`), and
-    /// these parameters, all optional:
-    ///
-    /// | parameter | meaning | default |
-    /// |---|---|---|
-    /// | `queue` | the queue of the default priority | `hermes` |
-    /// | `prefetch` | [`RabbitMqOptions::prefetch`], 1 to 65535 | 1 |
-    /// | `durable` | [`RabbitMqOptions::durable`], `true` or `false` | `true` |
-    /// | `queue_type` | [`RabbitMqOptions::queue_type`]: `classic` or `quorum` | `classic` |
-    /// | `fallback` | other nodes of the cluster, `host:port` separated by commas, with the same user and virtual host ([`with_fallback_urls`](RabbitMqDriver::with_fallback_urls)) | none |
-    /// | `consumer_tag` | [`RabbitMqOptions::consumer_tag`] | `hermes` |
-    /// | `undecodable` | [`RabbitMqOptions::undecodable`]: `quarantine` or `reject` | `quarantine` |
-    /// | `refresh_interval` | [`RabbitMqOptions::refresh_interval`], in seconds | 0.1 |
-    /// | `retention_count` | the dead letters kept per queue ([`RabbitMqOptions::retention`]) | 10000 |
-    /// | `retention_age` | their longest age, in seconds | 15552000 (180 days) |
-    ///
-    /// A `%XX` escape in a value stands for that byte. The URL without its parameters is what
-    /// the client library connects to. Nothing connects until first use. An `amqps://` URL
-    /// needs lapin built with a TLS backend (its `rustls` feature, say); without one the
-    /// connection fails.
-    ///
-    /// ```
-    /// use hermes_rabbitmq::RabbitMqDriver;
-    ///
-    /// let driver = RabbitMqDriver::from_url("amqp://guest:guest@127.0.0.1:5672/%2f?queue=exports&prefetch=16")?;
-    /// assert_eq!(driver.quarantine_queue(), "exports.quarantine");
-    /// let err = RabbitMqDriver::from_url("amqp://guest:s3cret@127.0.0.1/%2f?colour=red").unwrap_err();
-    /// assert!(err.to_string().contains("colour") && !err.to_string().contains("s3cret"));
-    /// # Ok::<(), hermes_core::Error>(())
-    /// ```
+/// What an AMQP URL says: the address to connect to, the default queue's name, the options,
+/// and the other nodes of the cluster when it names them.
+#[derive(Debug)]
+pub(crate) struct UrlConfig {
+    /// The URL without its parameters: what the client library connects to.
+    pub(crate) address: String,
+    pub(crate) queue: String,
+    pub(crate) options: RabbitMqOptions,
+    /// The URLs of the other nodes (`fallback`), with the address's user and virtual host.
+    pub(crate) fallback: Option<Vec<String>>,
+}
+
+impl UrlConfig {
+    /// Reads `url`; see [`RabbitMqDriver::from_url`](crate::RabbitMqDriver::from_url). The
+    /// queue name and the options are checked when the driver is made.
     ///
     /// # Errors
     /// [`Error::Config`] for a URL of another scheme, without a host, with an unknown
-    /// parameter or a bad value; [`Error::InvalidQueueName`] for a bad queue name. No error
-    /// shows the password.
-    pub fn from_url(url: &str) -> Result<Self, Error> {
+    /// parameter or a bad value. No error shows the password.
+    pub(crate) fn parse(url: &str) -> Result<Self, Error> {
         let mut url = DriverUrl::parse(url, NAME, &["amqp", "amqps"])?;
         if url.host().is_none_or(str::is_empty) {
             return Err(
@@ -101,16 +82,19 @@ impl RabbitMqDriver {
         let fallback = url.take("fallback");
         let address = url.without_query();
         url.finish(&PARAMETERS)?;
-        let driver = RabbitMqDriver::new(&address, &queue, options)?;
-        Ok(match fallback {
-            Some(nodes) => driver.with_fallback_urls(
-                nodes
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|node| !node.is_empty())
-                    .map(|node| at_host(&address, node)),
-            ),
-            None => driver,
+        let fallback = fallback.map(|nodes| {
+            nodes
+                .split(',')
+                .map(str::trim)
+                .filter(|node| !node.is_empty())
+                .map(|node| at_host(&address, node))
+                .collect()
+        });
+        Ok(UrlConfig {
+            address,
+            queue,
+            options,
+            fallback,
         })
     }
 }
@@ -120,17 +104,22 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::amqp::Nodes;
 
     #[test]
     fn parameters_are_read_and_mistakes_named_without_the_password() {
-        let driver = RabbitMqDriver::from_url(
+        let config = UrlConfig::parse(
             "amqps://user:p%40ss@broker.example:5671/jobs?queue=exports&prefetch=16&durable=false\
              &consumer_tag=worker%201&undecodable=reject&refresh_interval=0.5\
              &retention_count=50&retention_age=3600",
         )
         .unwrap();
-        let options = &driver.inner.options;
-        assert_eq!(driver.inner.queue, "exports");
+        let options = &config.options;
+        assert_eq!(config.queue, "exports");
+        assert_eq!(
+            config.address,
+            "amqps://user:p%40ss@broker.example:5671/jobs"
+        );
         assert_eq!(options.prefetch, 16);
         assert!(!options.durable);
         assert_eq!(options.consumer_tag, "worker 1");
@@ -138,46 +127,41 @@ mod tests {
         assert_eq!(options.refresh_interval, Duration::from_millis(500));
         assert_eq!(options.retention.max_count, 50);
         assert_eq!(options.retention.max_age, Duration::from_secs(3600));
-        let shown = format!("{driver:?}");
-        assert!(
-            shown.contains("amqps://user:***@broker.example:5671/jobs"),
-            "{shown}"
-        );
-        assert!(
-            !shown.contains("p%40ss") && !shown.contains("queue="),
-            "{shown}"
-        );
+        assert!(config.fallback.is_none());
 
-        let defaults = RabbitMqDriver::from_url("amqp://127.0.0.1/%2f").unwrap();
-        assert_eq!(defaults.inner.queue, "hermes");
-        assert_eq!(defaults.inner.options.prefetch, 1);
-        assert!(defaults.inner.options.durable);
-        assert_eq!(defaults.inner.options.queue_type, QueueType::Classic);
-        let quorum = RabbitMqDriver::from_url(
+        let defaults = UrlConfig::parse("amqp://127.0.0.1/%2f").unwrap();
+        assert_eq!(defaults.queue, "hermes");
+        assert_eq!(defaults.options.prefetch, 1);
+        assert!(defaults.options.durable);
+        assert_eq!(defaults.options.queue_type, QueueType::Classic);
+        let quorum = UrlConfig::parse(
             "amqp://u:secret-pw@a:5681/%2f?queue_type=quorum&fallback=b:5682,%20c:5683",
         )
         .unwrap();
-        let shown = format!("{quorum:?}");
+        assert_eq!(quorum.options.queue_type, QueueType::Quorum);
+        let fallback = quorum.fallback.unwrap();
+        assert_eq!(
+            fallback,
+            [
+                "amqp://u:secret-pw@b:5682/%2f",
+                "amqp://u:secret-pw@c:5683/%2f"
+            ]
+        );
+        let shown = format!("{:?}", Nodes::new(&quorum.address).and(fallback));
         assert!(
             shown.contains(r#"["amqp://u:***@a:5681/%2f", "amqp://u:***@b:5682/%2f", "amqp://u:***@c:5683/%2f"]"#),
             "{shown}"
         );
-        assert_eq!(quorum.inner.options.queue_type, QueueType::Quorum);
 
         for (url, says) in [
             ("redis://:secret-pw@x", "amqp://"),
             ("amqp://:secret-pw@/%2f", "host"),
             ("amqp://u:secret-pw@h/%2f?colour=red", "unknown parameter"),
-            ("amqp://u:secret-pw@h/%2f?prefetch=0", "prefetch"),
             ("amqp://u:secret-pw@h/%2f?prefetch=70000", "prefetch"),
             ("amqp://u:secret-pw@h/%2f?durable=yes", "true or false"),
             (
                 "amqp://u:secret-pw@h/%2f?queue_type=stream",
                 "classic or quorum",
-            ),
-            (
-                "amqp://u:secret-pw@h/%2f?queue_type=quorum&durable=false",
-                "durable",
             ),
             (
                 "amqp://u:secret-pw@h/%2f?undecodable=drop",
@@ -188,10 +172,8 @@ mod tests {
                 "amqp://u:secret-pw@h/%2f?retention_count=many",
                 "whole number",
             ),
-            ("amqp://u:secret-pw@h/%2f?queue=amq.x", "amq."),
-            ("amqp://u:secret-pw@h/%2f?queue=..%2fup", "queue"),
         ] {
-            let err = RabbitMqDriver::from_url(url).unwrap_err();
+            let err = UrlConfig::parse(url).unwrap_err();
             let text = format!("{err} {err:?}");
             assert!(text.contains(says), "{url}: {text}");
             assert!(!text.contains("secret-pw"), "{url}: {text}");

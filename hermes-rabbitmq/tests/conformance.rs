@@ -15,3 +15,7 @@ mod dyn_driver {
 mod quorum {
     hermes_testkit::conformance_suite!(super::common::QUORUM);
 }
+
+mod wrapped {
+    hermes_testkit::wrapped_facet_suite!(super::common::CLASSIC);
+}

@@ -92,3 +92,65 @@ fn the_password_shows_neither_in_the_drivers_debug_nor_in_the_dispatchers() {
     let shown = format!("{dispatcher:?}");
     assert!(!shown.contains("hidden-secret-42"), "{shown}");
 }
+
+#[test]
+fn a_url_is_read_and_its_mistakes_named_without_the_password() {
+    let driver = RabbitMqDriver::from_url(
+        "amqps://user:p%40ss@broker.example:5671/jobs?queue=exports&prefetch=16&durable=false",
+    )
+    .unwrap();
+    assert_eq!(driver.quarantine_queue(), "exports.quarantine");
+    let shown = format!("{driver:?}");
+    assert!(
+        shown.contains("amqps://user:***@broker.example:5671/jobs"),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains("p%40ss") && !shown.contains("queue="),
+        "{shown}"
+    );
+    let quorum = RabbitMqDriver::from_url(
+        "amqp://u:secret-pw@a:5681/%2f?queue_type=quorum&fallback=b:5682,%20c:5683",
+    )
+    .unwrap();
+    let shown = format!("{quorum:?}");
+    assert!(
+        shown.contains(
+            r#"["amqp://u:***@a:5681/%2f", "amqp://u:***@b:5682/%2f", "amqp://u:***@c:5683/%2f"]"#
+        ),
+        "{shown}"
+    );
+
+    for (url, says) in [
+        ("redis://:secret-pw@x", "amqp://"),
+        ("amqp://:secret-pw@/%2f", "host"),
+        ("amqp://u:secret-pw@h/%2f?colour=red", "unknown parameter"),
+        ("amqp://u:secret-pw@h/%2f?prefetch=0", "prefetch"),
+        ("amqp://u:secret-pw@h/%2f?prefetch=70000", "prefetch"),
+        ("amqp://u:secret-pw@h/%2f?durable=yes", "true or false"),
+        (
+            "amqp://u:secret-pw@h/%2f?queue_type=stream",
+            "classic or quorum",
+        ),
+        (
+            "amqp://u:secret-pw@h/%2f?queue_type=quorum&durable=false",
+            "durable",
+        ),
+        (
+            "amqp://u:secret-pw@h/%2f?undecodable=drop",
+            "quarantine or reject",
+        ),
+        ("amqp://u:secret-pw@h/%2f?refresh_interval=-1", "seconds"),
+        (
+            "amqp://u:secret-pw@h/%2f?retention_count=many",
+            "whole number",
+        ),
+        ("amqp://u:secret-pw@h/%2f?queue=amq.x", "amq."),
+        ("amqp://u:secret-pw@h/%2f?queue=..%2fup", "queue"),
+    ] {
+        let err = RabbitMqDriver::from_url(url).unwrap_err();
+        let text = format!("{err} {err:?}");
+        assert!(text.contains(says), "{url}: {text}");
+        assert!(!text.contains("secret-pw"), "{url}: {text}");
+    }
+}

@@ -350,7 +350,7 @@ async fn the_dead_letters_of_two_priorities_are_kept_apart() {
     assert_eq!(names, [high.as_str(), queue.as_str()], "highest first");
     for s in &stats {
         assert_eq!(s.dead, Figure::Exact(1), "{s:?}");
-        assert_eq!(s.waiting, Figure::Exact(0), "{s:?}");
+        assert_eq!(s.waiting, Figure::Approximate(0), "{s:?}");
         assert_eq!(s.in_flight, Figure::Unknown);
         assert_eq!(s.latency, Figure::Unknown);
     }
@@ -471,7 +471,7 @@ async fn stats_and_purges_of_delayed_messages_use_the_delay_queues() {
     let driver = driver_with(&queue, |_| {});
     // Not declared yet: every count is 0.
     let empty = driver.inspect().unwrap().stats().await.unwrap();
-    assert_eq!(empty[0].waiting, Figure::Exact(0));
+    assert_eq!(empty[0].waiting, Figure::Approximate(0));
     assert_eq!(empty[0].delayed, Figure::Approximate(0));
     assert_eq!(empty[0].dead, Figure::Exact(0));
     for (n, delay) in [(0, 0u64), (1, 0), (2, 30), (3, 3600), (4, 90 * 24 * 3600)] {
@@ -483,7 +483,7 @@ async fn stats_and_purges_of_delayed_messages_use_the_delay_queues() {
         driver.send(&m, DEFAULT_PRIORITY).await.unwrap();
     }
     let stats = driver.inspect().unwrap().stats().await.unwrap();
-    assert_eq!(stats[0].waiting, Figure::Exact(2));
+    assert_eq!(stats[0].waiting, Figure::Approximate(2));
     assert_eq!(stats[0].delayed, Figure::Approximate(3));
     assert_eq!(
         driver
@@ -495,7 +495,11 @@ async fn stats_and_purges_of_delayed_messages_use_the_delay_queues() {
         Some(3)
     );
     let stats = driver.inspect().unwrap().stats().await.unwrap();
-    assert_eq!(stats[0].waiting, Figure::Exact(2), "the waiting ones stay");
+    assert_eq!(
+        stats[0].waiting,
+        Figure::Approximate(2),
+        "the waiting ones stay"
+    );
     assert_eq!(stats[0].delayed, Figure::Approximate(0));
     assert_eq!(
         driver

@@ -4,13 +4,14 @@
 
 use std::time::{Duration, Instant};
 
+use hermes_core::driver::CALL_TIMEOUT;
 use hermes_core::inspect::{QueueState, Replay};
 use hermes_core::{DEFAULT_PRIORITY, Dispatcher, Driver, Error, Message};
-use hermes_rabbitmq::{COMMAND_TIMEOUT, RabbitMqDriver, RabbitMqOptions};
+use hermes_rabbitmq::{RabbitMqDriver, RabbitMqOptions};
 use hermes_testkit::silent_port;
 
 fn bound() -> Duration {
-    COMMAND_TIMEOUT + Duration::from_secs(2)
+    CALL_TIMEOUT + Duration::from_secs(2)
 }
 
 async fn within<T>(what: &str, call: impl Future<Output = T>) -> (T, Duration) {

@@ -1,53 +1,8 @@
 //! Redis errors as Hermes errors.
 
-use std::future::Future;
-use std::time::Duration;
-
 use hermes_core::Error;
 
-/// Runs `call` for at most `timeout`; past that, a temporary error of `driver` saying so.
-pub(crate) async fn bounded<T>(
-    driver: &'static str,
-    timeout: Duration,
-    what: &str,
-    call: impl Future<Output = Result<T, Error>>,
-) -> Result<T, Error> {
-    bounded_by(driver, deadline(timeout), timeout, what, call).await
-}
-
-/// Runs `call` until `until` at most, the end of a call's `timeout`; past that, a temporary
-/// error of `driver` saying so.
-pub(crate) async fn bounded_by<T>(
-    driver: &'static str,
-    until: tokio::time::Instant,
-    timeout: Duration,
-    what: &str,
-    call: impl Future<Output = Result<T, Error>>,
-) -> Result<T, Error> {
-    match tokio::time::timeout_at(until, call).await {
-        Ok(result) => result,
-        Err(_) => Err(no_answer(driver, what, timeout)),
-    }
-}
-
-/// When a call of `timeout` that begins now must end (a year away for the longest ones).
-pub(crate) fn deadline(timeout: Duration) -> tokio::time::Instant {
-    let now = tokio::time::Instant::now();
-    now.checked_add(timeout)
-        .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600))
-}
-
-/// The temporary error of a call, `what`, that Redis did not answer within `timeout`.
-pub(crate) fn no_answer(driver: &'static str, what: &str, timeout: Duration) -> Error {
-    Error::driver(
-        driver,
-        format!("{what} got no answer from Redis within {timeout:?}"),
-        true,
-    )
-}
-
 /// The error for credentials Redis refused: permanent, naming no credential.
-#[cfg(any(feature = "redis-rs", feature = "fred"))]
 fn refused_credentials(driver: &'static str) -> Error {
     Error::Config {
         driver,

@@ -34,42 +34,36 @@
 //! # Ok(()) }
 //! ```
 
-mod acks;
-mod claim;
 mod client;
-#[cfg(feature = "fred")]
-mod client_fred;
-#[cfg(feature = "redis-rs")]
-mod client_redis;
 mod config;
-mod connect;
+mod core;
+mod dead_letters;
+mod delay;
 mod driver;
+#[cfg(any(feature = "redis-rs", feature = "fred"))]
 mod error;
 mod inspect;
-#[cfg(feature = "redis-rs")]
-mod lane;
 mod naming;
-mod prefetch;
-#[cfg(feature = "redis-rs")]
-mod reconnect;
-mod schedule;
+mod receive;
 mod scripts;
+mod send;
+mod settle;
 mod shutdown;
 mod unique;
 mod url;
 mod wake;
 mod workers;
 
-pub use acks::ACK_DELAY;
-pub use client::{COMMAND_TIMEOUT, RedisClient, Reply};
 #[cfg(feature = "fred")]
-pub use client_fred::FredClient;
+pub use client::FredClient;
 #[cfg(feature = "redis-rs")]
-pub use client_redis::RedisRsClient;
+pub use client::RedisRsClient;
+pub use client::{RedisClient, Reply};
 pub use config::{DeliveryMode, RedisOptions};
 pub use driver::RedisSetDriver;
 pub use inspect::LATENCY_SCAN_LIMIT;
 pub use scripts::Script;
+pub use settle::ACK_DELAY;
 pub use shutdown::RedisShutdown;
 
 /// The driver's name on the `redis` crate (`RedisRsClient`): what

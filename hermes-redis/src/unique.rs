@@ -2,33 +2,32 @@
 //! queue's hash slot on a cluster), holding the id of the message that holds it, with the
 //! window as its time to live. Taking it and queueing the message are one script.
 
-use hermes_core::driver::unique_backend_name;
+use hermes_core::driver::{UniqueEmits, async_trait, unique_backend_name};
 use hermes_core::time::unix_now;
 use hermes_core::{DEFAULT_PRIORITY, Emitted, Error, Message, Priority, Unique};
 
 use crate::client::Reply;
-use crate::driver::RedisSetDriver;
+use crate::core::Core;
 use crate::scripts::Script;
 
-impl RedisSetDriver {
+impl Core {
     /// The Redis key of the uniqueness key `key`.
     fn unique_key(&self, key: &str) -> String {
-        format!(
-            "{}_{}",
-            self.inner.keys.default_set,
-            unique_backend_name(key)
-        )
+        format!("{}_{}", self.keys.default_set, unique_backend_name(key))
     }
+}
 
-    pub(crate) async fn send_unique_now(
+#[async_trait]
+impl UniqueEmits for Core {
+    async fn send_unique(
         &self,
         message: &Message,
         priority: Priority,
         unique: &Unique,
     ) -> Result<Emitted, Error> {
         message.check()?;
-        let set = self.inner.sets.get(priority)?;
-        let body = self.inner.serializer.serialize(message)?;
+        let set = self.sets.get(priority)?;
+        let body = self.serializer.serialize(message)?;
         let due = match message.execute_at() {
             Some(at) if at > unix_now() => at.to_string(),
             _ => String::new(),
@@ -42,12 +41,11 @@ impl RedisSetDriver {
         let keys = [
             lock.as_str(),
             &*set,
-            &self.inner.keys.schedule,
-            &self.inner.keys.schedule_index,
+            &self.keys.schedule,
+            &self.keys.schedule_index,
         ];
         let window_ms = unique.window().as_millis().max(1).to_string();
         let reply = self
-            .inner
             .client
             .eval(
                 Script::SendUnique,
@@ -68,10 +66,9 @@ impl RedisSetDriver {
         Ok(Emitted::Queued)
     }
 
-    pub(crate) async fn release_unique_now(&self, key: &str, holder: &str) -> Result<(), Error> {
+    async fn release(&self, key: &str, holder: &str) -> Result<(), Error> {
         let lock = self.unique_key(key);
-        self.inner
-            .client
+        self.client
             .eval(Script::ReleaseUnique, &[&lock], &[holder.as_bytes()])
             .await?;
         Ok(())

@@ -1,9 +1,11 @@
-//! The Redis driver's URL: `redis://127.0.0.1:6379/0?key=hermes`.
+//! The Redis driver's URL: `redis://127.0.0.1:6379/0?key=hermes`, read into the client
+//! library, the server or cluster and the options it names.
 
 use hermes_core::Error;
 use hermes_core::driver::DriverUrl;
 
-use crate::{DeliveryMode, RedisOptions, RedisSetDriver};
+use crate::naming::Keys;
+use crate::{DeliveryMode, RedisOptions};
 
 /// The parameters a Redis URL takes.
 const PARAMETERS: [&str; 11] = [
@@ -20,35 +22,45 @@ const PARAMETERS: [&str; 11] = [
     "nodes",
 ];
 
-impl RedisSetDriver {
-    /// Connects to the queue a URL names, as the `hermes` command and programs that take their
-    /// queue from the environment do:
-    ///
-    /// - `redis://[user:password@]host:port[/db]` (or `rediss://`) for one server;
-    /// - `redis+cluster://host:port?hash_tag=T` for a Redis Cluster, found through that node
-    ///   (`nodes=host:port,host:port` adds more). A cluster needs `hash_tag`, so that every key
-    ///   of the queue lives in one slot.
-    ///
-    /// Parameters, all optional, with the defaults of [`RedisOptions`]: `key` (`hermes`),
-    /// `schedule_key` (`hermes_schedule`), `hash_tag`, `client` (`redis` for the `redis` crate,
-    /// `fred` for `fred`), `delivery` (`at-least-once` or `at-most-once`),
-    /// `visibility_timeout` and `refresh_interval` (seconds), `prefetch` (a count),
-    /// `deferred_acks` and `wake_ups` (`true` or `false`).
-    ///
-    /// ```no_run
-    /// # async fn example() -> Result<(), hermes_core::Error> {
-    /// use hermes_redis::RedisSetDriver;
-    ///
-    /// let driver = RedisSetDriver::from_url("redis://127.0.0.1:6379/0?key=hermes&client=fred").await?;
-    /// # Ok(()) }
-    /// ```
+/// What a URL names: the client library, the server or cluster, and the options.
+// A build without a client library refuses every URL: nothing reads what it names.
+#[cfg_attr(not(any(feature = "redis-rs", feature = "fred")), allow(dead_code))]
+pub(crate) struct UrlConfig {
+    pub(crate) library: Library,
+    pub(crate) target: Target,
+    pub(crate) options: RedisOptions,
+}
+
+/// The client library a URL's `client` names, of those this build has.
+pub(crate) enum Library {
+    /// The `redis` crate: `client=redis`, the default.
+    #[cfg(feature = "redis-rs")]
+    RedisRs,
+    /// `fred`: `client=fred`.
+    #[cfg(feature = "fred")]
+    Fred,
+}
+
+/// Where a URL connects.
+#[cfg_attr(not(any(feature = "redis-rs", feature = "fred")), allow(dead_code))]
+pub(crate) enum Target {
+    /// One server, at this URL without the driver's parameters.
+    One(String),
+    /// A Redis Cluster, found through these nodes (`redis://` URLs, the URL's own node first).
+    Cluster(Vec<String>),
+}
+
+impl UrlConfig {
+    /// Reads `url` (see [`RedisSetDriver::from_url`](crate::RedisSetDriver::from_url)): every
+    /// mistake is found here, before anything connects.
     ///
     /// # Errors
-    /// [`Error::Config`] for a URL of another scheme, an unknown parameter, a bad value, a
-    /// client library this build leaves out, or a cluster URL without `hash_tag`;
-    /// [`Error::InvalidQueueName`] for bad key names; connection errors as `connect_*`. No
-    /// error shows the password.
-    pub async fn from_url(url: &str) -> Result<Self, Error> {
+    /// Those of `from_url` but for connection errors.
+    #[cfg_attr(
+        not(any(feature = "redis-rs", feature = "fred")),
+        allow(unreachable_code, unused_variables)
+    )]
+    pub(crate) fn parse(url: &str) -> Result<Self, Error> {
         let mut url = DriverUrl::parse(url, crate::NAME, &["redis", "rediss", "redis+cluster"])?;
         let mut options = RedisOptions::default();
         if let Some(key) = url.take("key") {
@@ -93,17 +105,29 @@ impl RedisSetDriver {
         }
         let target = url.without_query();
         url.finish(&PARAMETERS)?;
-        crate::naming::Keys::new(&options)?;
-        if cluster {
+        Keys::new(&options)?;
+        let library = match client.as_str() {
+            #[cfg(feature = "redis-rs")]
+            "redis" => Library::RedisRs,
+            #[cfg(feature = "fred")]
+            "fred" => Library::Fred,
+            other => return Err(unknown_client(other)),
+        };
+        let target = if cluster {
             let first = target.replacen("redis+cluster://", "redis://", 1);
             let mut nodes_urls = vec![first];
             for node in nodes.iter().flat_map(|n| n.split(',')) {
                 nodes_urls.push(with_host(&nodes_urls[0], node));
             }
-            connect_cluster(&client, &nodes_urls, options).await
+            Target::Cluster(nodes_urls)
         } else {
-            connect_one(&client, &target, options).await
-        }
+            Target::One(target)
+        };
+        Ok(UrlConfig {
+            library,
+            target,
+            options,
+        })
     }
 }
 
@@ -126,52 +150,12 @@ fn unknown_client(client: &str) -> Error {
     }
 }
 
-async fn connect_one(
-    client: &str,
-    url: &str,
-    options: RedisOptions,
-) -> Result<RedisSetDriver, Error> {
-    match client {
-        #[cfg(feature = "redis-rs")]
-        "redis" => RedisSetDriver::connect_redis(url, options).await,
-        #[cfg(feature = "fred")]
-        "fred" => RedisSetDriver::connect_fred(url, options).await,
-        other => {
-            let _ = (url, options);
-            Err(unknown_client(other))
-        }
-    }
-}
-
-async fn connect_cluster(
-    client: &str,
-    nodes: &[String],
-    options: RedisOptions,
-) -> Result<RedisSetDriver, Error> {
-    match client {
-        #[cfg(feature = "redis-rs")]
-        "redis" => {
-            let nodes: Vec<&str> = nodes.iter().map(String::as_str).collect();
-            RedisSetDriver::connect_redis_cluster(&nodes, options).await
-        }
-        #[cfg(feature = "fred")]
-        "fred" => {
-            let url = nodes[0].replacen("redis://", "redis-cluster://", 1);
-            RedisSetDriver::connect_fred(&url, options).await
-        }
-        other => {
-            let _ = (nodes, options);
-            Err(unknown_client(other))
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn mistakes_are_named_before_connecting_and_hide_the_password() {
+    #[test]
+    fn mistakes_are_named_before_connecting_and_hide_the_password() {
         for (url, says) in [
             ("amqp://x", "redis://"),
             ("redis://:hunter2@127.0.0.1:1/?colour=red", "colour"),
@@ -185,7 +169,10 @@ mod tests {
             ("redis://:hunter2@127.0.0.1:1/?nodes=a:1", "nodes"),
             ("redis://:hunter2@127.0.0.1:1/?key=a%20b", "name"),
         ] {
-            let err = RedisSetDriver::from_url(url).await.unwrap_err().to_string();
+            let Err(err) = UrlConfig::parse(url) else {
+                panic!("{url} was accepted");
+            };
+            let err = err.to_string();
             assert!(err.contains(says), "{url}: {err}");
             assert!(!err.contains("hunter2"), "{url}: {err}");
         }

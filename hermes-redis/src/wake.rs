@@ -23,18 +23,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
 use hermes_core::Error;
 use hermes_core::time::unix_now;
 use tokio::sync::{Notify, watch};
 
-use crate::client::RedisClient;
-use crate::driver::Inner;
+use crate::client::{OpenListener, RedisClient, Reply};
 use crate::scripts::Script;
-
-/// Opens a connection of its own for the listener's blocking command.
-pub(crate) type OpenListener =
-    Arc<dyn Fn() -> BoxFuture<'static, Result<Arc<dyn RedisClient>, Error>> + Send + Sync>;
 
 /// How long the wake list keeps an unclaimed token.
 const TOKEN_TTL_MS: &str = "60000";
@@ -54,8 +48,14 @@ const POKE_RETRIES: u32 = 10;
 /// The most time between two attempts at a poke lost on a broken connection.
 const LONGEST_RETRY_GAP: Duration = Duration::from_millis(500);
 
-/// What the driver's clones share for wake-ups.
+/// What the driver's clones share for wake-ups: the wake list and the client that pokes it,
+/// and the state of the poker and the listener.
 pub(crate) struct Wakes {
+    /// The client that pokes, and the wake list `<key>_wake`.
+    client: Arc<dyn RedisClient>,
+    key: String,
+    /// The longest a listener blocks, the driver's refresh interval.
+    refresh: Duration,
     /// The emit side: a poke is wanted, and the task sending them is told so.
     pending: AtomicBool,
     poke: Arc<Notify>,
@@ -96,8 +96,18 @@ impl Drop for Wakes {
 }
 
 impl Wakes {
-    pub(crate) fn new(open: Option<OpenListener>) -> Self {
+    /// Wake-ups through the list `key`, poked on `client`; receives are woken when `open`
+    /// gives a listener's connection, and poll otherwise.
+    pub(crate) fn new(
+        client: Arc<dyn RedisClient>,
+        key: String,
+        refresh: Duration,
+        open: Option<OpenListener>,
+    ) -> Self {
         Wakes {
+            client,
+            key,
+            refresh,
             pending: AtomicBool::new(false),
             poke: Arc::new(Notify::new()),
             poker: AtomicBool::new(false),
@@ -162,6 +172,119 @@ impl Wakes {
         let bits = self.next_due.load(Ordering::Relaxed);
         (bits != 0).then(|| f64::from_bits(bits))
     }
+
+    /// Asks for a poke of the wake list; the poker task sends it. Starts the task once.
+    pub(crate) fn poke(self: &Arc<Self>) {
+        self.pending.store(true, Ordering::Release);
+        self.poke.notify_one();
+        if self.poker.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let notify = self.poke.clone();
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            // Lets a later poke start another task when this one's runtime shuts down.
+            let _running = PokerRunning(weak.clone());
+            let mut gap = POKE_GAP;
+            let mut failures = 0;
+            loop {
+                notify.notified().await;
+                let Some(wakes) = weak.upgrade() else { return };
+                if wakes.pending.swap(false, Ordering::AcqRel) {
+                    gap = match wakes.send_poke().await {
+                        Ok(true) => {
+                            failures = 0;
+                            POKE_GAP
+                        }
+                        Ok(false) => {
+                            failures = 0;
+                            (gap * 2).min(LONGEST_POKE_GAP)
+                        }
+                        Err(e) if e.is_temporary() && failures < POKE_RETRIES => {
+                            // Lost on a broken connection: sent again, further apart each time
+                            // (for about two seconds in all), so that a send just before a
+                            // short outage keeps its poke.
+                            failures += 1;
+                            wakes.pending.store(true, Ordering::Release);
+                            notify.notify_one();
+                            (POKE_GAP * (1 << failures)).min(LONGEST_RETRY_GAP)
+                        }
+                        Err(_) => {
+                            failures = 0;
+                            POKE_GAP
+                        }
+                    };
+                }
+                drop(wakes);
+                tokio::time::sleep(gap).await;
+            }
+        });
+    }
+
+    /// Pokes the wake list: whether it put a token in (`false`: the last one was still there).
+    async fn send_poke(&self) -> Result<bool, Error> {
+        let reply = self
+            .client
+            .eval(
+                Script::Wake,
+                &[self.key.as_str()],
+                &[TOKEN_TTL_MS.as_bytes()],
+            )
+            .await?;
+        Ok(reply.as_int() != Some(0))
+    }
+
+    /// Counts a receive as waiting, and starts the listener when it does not run.
+    pub(crate) fn wait_here(self: &Arc<Self>) -> Waiting<'_> {
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        if self.listens() && !self.listener.swap(true, Ordering::AcqRel) {
+            tokio::spawn(listen(Arc::downgrade(self)));
+        }
+        Waiting(self)
+    }
+
+    /// One `BLPOP` of the wake list for at most `wait`: whether it took a token.
+    async fn block(&self, wait: Duration) -> Result<bool, Error> {
+        let connection = {
+            let mut connection = self.connection.lock().await;
+            match &*connection {
+                Some(c) => c.clone(),
+                None => {
+                    let open = self.open.as_ref().ok_or_else(|| Error::Config {
+                        driver: self.client.name(),
+                        message: "no connection for wake-ups".to_owned(),
+                    })?;
+                    let opened = open().await?;
+                    *connection = Some(opened.clone());
+                    opened
+                }
+            }
+        };
+        let seconds = format!("{:.3}", wait.as_secs_f64());
+        match connection
+            .command("BLPOP", &[self.key.as_bytes(), seconds.as_bytes()])
+            .await
+        {
+            Ok(reply) => Ok(!matches!(reply, Reply::Nil)),
+            Err(e) => {
+                // Opened again next time: a connection may not outlive its runtime.
+                self.connection.lock().await.take();
+                Err(e)
+            }
+        }
+    }
+
+    fn note_failure(&self, error: &Error) {
+        let text = error.to_string();
+        let mut last = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        if last.as_deref() != Some(text.as_str()) {
+            tracing::warn!(
+                "Waiting for wake-ups on {} failed - {text}; polling meanwhile",
+                self.key
+            );
+            *last = Some(text);
+        }
+    }
 }
 
 /// Counts a receive as waiting while it lives.
@@ -173,100 +296,27 @@ impl Drop for Waiting<'_> {
     }
 }
 
-/// Asks for a poke of the wake list; the poker task sends it. Starts the task once.
-pub(crate) fn poke(inner: &Arc<Inner>) {
-    let wakes = &inner.wakes;
-    wakes.pending.store(true, Ordering::Release);
-    wakes.poke.notify_one();
-    if wakes.poker.swap(true, Ordering::AcqRel) {
-        return;
-    }
-    let notify = wakes.poke.clone();
-    let weak = Arc::downgrade(inner);
-    tokio::spawn(async move {
-        // Lets a later poke start another task when this one's runtime shuts down.
-        let _running = PokerRunning(weak.clone());
-        let mut gap = POKE_GAP;
-        let mut failures = 0;
-        loop {
-            notify.notified().await;
-            let Some(inner) = weak.upgrade() else { return };
-            if inner.wakes.pending.swap(false, Ordering::AcqRel) {
-                gap = match send_poke(&inner).await {
-                    Ok(true) => {
-                        failures = 0;
-                        POKE_GAP
-                    }
-                    Ok(false) => {
-                        failures = 0;
-                        (gap * 2).min(LONGEST_POKE_GAP)
-                    }
-                    Err(e) if e.is_temporary() && failures < POKE_RETRIES => {
-                        // Lost on a broken connection: sent again, further apart each time
-                        // (for about two seconds in all), so that a send just before a short
-                        // outage keeps its poke.
-                        failures += 1;
-                        inner.wakes.pending.store(true, Ordering::Release);
-                        notify.notify_one();
-                        (POKE_GAP * (1 << failures)).min(LONGEST_RETRY_GAP)
-                    }
-                    Err(_) => {
-                        failures = 0;
-                        POKE_GAP
-                    }
-                };
-            }
-            drop(inner);
-            tokio::time::sleep(gap).await;
-        }
-    });
-}
-
 /// Clears the poker flag when the poker task ends, however it ends.
-struct PokerRunning(Weak<Inner>);
+struct PokerRunning(Weak<Wakes>);
 
 impl Drop for PokerRunning {
     fn drop(&mut self) {
-        if let Some(inner) = self.0.upgrade() {
-            inner.wakes.poker.store(false, Ordering::Release);
+        if let Some(wakes) = self.0.upgrade() {
+            wakes.poker.store(false, Ordering::Release);
         }
     }
 }
 
-/// Pokes the wake list: whether it put a token in (`false`: the last one was still there).
-async fn send_poke(inner: &Inner) -> Result<bool, Error> {
-    let reply = inner
-        .client
-        .eval(
-            Script::Wake,
-            &[inner.keys.wake.as_str()],
-            &[TOKEN_TTL_MS.as_bytes()],
-        )
-        .await?;
-    Ok(reply.as_int() != Some(0))
-}
-
-/// Counts a receive as waiting, and starts the listener when it does not run.
-pub(crate) fn wait_here(inner: &Arc<Inner>) -> Waiting<'_> {
-    let wakes = &inner.wakes;
-    wakes.waiting.fetch_add(1, Ordering::AcqRel);
-    if wakes.listens() && !wakes.listener.swap(true, Ordering::AcqRel) {
-        let weak = Arc::downgrade(inner);
-        tokio::spawn(listen(weak));
-    }
-    Waiting(wakes)
-}
-
 /// Clears the listener flag when the listener task ends, however it ends.
-struct ListenerRunning(Weak<Inner>);
+struct ListenerRunning(Weak<Wakes>);
 
 impl Drop for ListenerRunning {
     fn drop(&mut self) {
-        if let Some(inner) = self.0.upgrade() {
-            inner.wakes.listener.store(false, Ordering::Release);
+        if let Some(wakes) = self.0.upgrade() {
+            wakes.listener.store(false, Ordering::Release);
             // A receive that began to wait as this listener decided to end has none.
-            if inner.wakes.waiting.load(Ordering::Acquire) > 0 {
-                inner.wakes.round.send_modify(|n| *n = n.wrapping_add(1));
+            if wakes.waiting.load(Ordering::Acquire) > 0 {
+                wakes.round.send_modify(|n| *n = n.wrapping_add(1));
             }
         }
     }
@@ -274,16 +324,15 @@ impl Drop for ListenerRunning {
 
 /// The listener: while receives wait, blocks on the wake list and starts a round of claims
 /// each time it returns.
-async fn listen(weak: Weak<Inner>) {
+async fn listen(weak: Weak<Wakes>) {
     let _running = ListenerRunning(weak.clone());
     loop {
-        let Some(inner) = weak.upgrade() else { return };
-        if inner.wakes.waiting.load(Ordering::Acquire) == 0 {
+        let Some(wakes) = weak.upgrade() else { return };
+        if wakes.waiting.load(Ordering::Acquire) == 0 {
             return;
         }
-        let refresh = inner.options.refresh_interval;
-        let wait = inner
-            .wakes
+        let refresh = wakes.refresh;
+        let wait = wakes
             .next_due()
             .map_or(refresh, |at| {
                 Duration::try_from_secs_f64(at - unix_now())
@@ -291,11 +340,10 @@ async fn listen(weak: Weak<Inner>) {
                     .min(refresh)
             })
             .clamp(Duration::from_millis(1), LONGEST_BLOCK);
-        let mut claims = inner.wakes.claims.subscribe();
-        let woke = match block(&inner, wait).await {
+        let mut claims = wakes.claims.subscribe();
+        let woke = match wakes.block(wait).await {
             Ok(woke) => {
-                inner
-                    .wakes
+                wakes
                     .failure
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -303,71 +351,24 @@ async fn listen(weak: Weak<Inner>) {
                 woke
             }
             Err(e) => {
-                note_failure(&inner, &e);
+                wakes.note_failure(&e);
                 // The receives look every refresh interval meanwhile; try again after one.
-                inner.wakes.round.send_modify(|n| *n = n.wrapping_add(1));
-                drop(inner);
+                wakes.round.send_modify(|n| *n = n.wrapping_add(1));
+                drop(wakes);
                 tokio::time::sleep(refresh).await;
                 continue;
             }
         };
-        let waiting = inner.wakes.waiting.load(Ordering::Acquire);
+        let waiting = wakes.waiting.load(Ordering::Acquire);
         if woke && waiting == 0 {
             // Taken for nobody here: leave it to another worker.
-            poke(&inner);
+            wakes.poke();
             return;
         }
         claims.mark_unchanged();
-        inner.wakes.round.send_modify(|n| *n = n.wrapping_add(1));
-        drop(inner);
+        wakes.round.send_modify(|n| *n = n.wrapping_add(1));
+        drop(wakes);
         // The round's claim tells when the next delayed message is due; wait for it briefly.
         let _ = tokio::time::timeout(Duration::from_millis(100), claims.changed()).await;
-    }
-}
-
-/// One `BLPOP` of the wake list for at most `wait`: whether it took a token.
-async fn block(inner: &Inner, wait: Duration) -> Result<bool, Error> {
-    let connection = {
-        let mut connection = inner.wakes.connection.lock().await;
-        match &*connection {
-            Some(c) => c.clone(),
-            None => {
-                let open = inner.wakes.open.as_ref().ok_or_else(|| Error::Config {
-                    driver: inner.client.name(),
-                    message: "no connection for wake-ups".to_owned(),
-                })?;
-                let opened = open().await?;
-                *connection = Some(opened.clone());
-                opened
-            }
-        }
-    };
-    let seconds = format!("{:.3}", wait.as_secs_f64());
-    match connection
-        .command("BLPOP", &[inner.keys.wake.as_bytes(), seconds.as_bytes()])
-        .await
-    {
-        Ok(reply) => Ok(!matches!(reply, crate::client::Reply::Nil)),
-        Err(e) => {
-            // Opened again next time: a connection may not outlive its runtime.
-            inner.wakes.connection.lock().await.take();
-            Err(e)
-        }
-    }
-}
-
-fn note_failure(inner: &Inner, error: &Error) {
-    let text = error.to_string();
-    let mut last = inner
-        .wakes
-        .failure
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    if last.as_deref() != Some(text.as_str()) {
-        tracing::warn!(
-            "Waiting for wake-ups on {} failed - {text}; polling meanwhile",
-            inner.keys.wake
-        );
-        *last = Some(text);
     }
 }

@@ -7,44 +7,39 @@
 use std::time::Duration;
 
 use hermes_core::Error;
+use hermes_core::driver::{Workers, async_trait};
 use hermes_core::time::unix_now;
 use hermes_core::workers::WorkerInfo;
 
 use crate::client::Reply;
-use crate::driver::RedisSetDriver;
+use crate::core::Core;
 use crate::scripts::Script;
 
-impl RedisSetDriver {
-    pub(crate) async fn announce_now(
-        &self,
-        worker: &WorkerInfo,
-        ttl: Duration,
-    ) -> Result<(), Error> {
+#[async_trait]
+impl Workers for Core {
+    async fn announce(&self, worker: &WorkerInfo, ttl: Duration) -> Result<(), Error> {
+        let worker = worker.expiring_in(ttl);
         let ttl_ms = ttl.as_millis().max(1).to_string();
-        self.inner
-            .client
+        self.client
             .eval(
                 Script::Announce,
-                &[self.inner.keys.workers.as_str()],
+                &[self.keys.workers.as_str()],
                 &[worker.id.as_bytes(), &worker.to_json(), ttl_ms.as_bytes()],
             )
             .await?;
         Ok(())
     }
 
-    pub(crate) async fn withdraw_now(&self, id: &str) -> Result<(), Error> {
-        let key = self.inner.keys.workers.as_bytes();
-        self.inner
-            .client
-            .command("HDEL", &[key, id.as_bytes()])
-            .await?;
+    async fn withdraw(&self, id: &str) -> Result<(), Error> {
+        let key = self.keys.workers.as_bytes();
+        self.client.command("HDEL", &[key, id.as_bytes()]).await?;
         Ok(())
     }
 
     /// The announcements that hold, oldest worker first; expired ones are removed.
-    pub(crate) async fn workers_now(&self) -> Result<Vec<WorkerInfo>, Error> {
-        let key = self.inner.keys.workers.as_bytes();
-        let Reply::Array(items) = self.inner.client.command("HGETALL", &[key]).await? else {
+    async fn list(&self) -> Result<Vec<WorkerInfo>, Error> {
+        let key = self.keys.workers.as_bytes();
+        let Reply::Array(items) = self.client.command("HGETALL", &[key]).await? else {
             return Ok(Vec::new());
         };
         let now = unix_now();
@@ -61,7 +56,7 @@ impl RedisSetDriver {
         if !expired.is_empty() {
             let mut args: Vec<&[u8]> = vec![key];
             args.extend(expired.iter().map(Vec::as_slice));
-            self.inner.client.command("HDEL", &args).await?;
+            self.client.command("HDEL", &args).await?;
         }
         workers.sort_by(|a, b| a.started.total_cmp(&b.started));
         Ok(workers)

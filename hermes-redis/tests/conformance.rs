@@ -73,3 +73,11 @@ mod fred_cluster {
 mod redis_rs_immediate_acks {
     hermes_testkit::conformance_suite!(super::RedisHarness(super::IMMEDIATE_ACKS));
 }
+
+mod redis_rs_wrapped {
+    hermes_testkit::wrapped_facet_suite!(super::RedisHarness(super::Setup::REDIS_RS));
+}
+
+mod fred_wrapped {
+    hermes_testkit::wrapped_facet_suite!(super::RedisHarness(super::Setup::FRED));
+}

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use common::own_redis::{OwnRedis, PASSWORD};
 
+use hermes_core::driver::CALL_TIMEOUT;
 use hermes_core::{DEFAULT_PRIORITY, Driver, Error, Message};
-use hermes_redis::{COMMAND_TIMEOUT, RedisOptions, RedisSetDriver};
+use hermes_redis::{RedisOptions, RedisSetDriver};
 
 async fn connect(fred: bool, url: &str) -> Result<RedisSetDriver, Error> {
     if fred {
@@ -47,11 +48,11 @@ async fn a_wrong_password_is_a_permanent_error_naming_no_password() {
     }
 }
 
-/// Every call returns within COMMAND_TIMEOUT (plus a little) with a temporary error, while Redis
+/// Every call returns within CALL_TIMEOUT (plus a little) with a temporary error, while Redis
 /// is frozen (SIGSTOP) and after it is gone (SIGKILL).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_keep_their_bound_while_redis_is_frozen_or_gone() {
-    let bound = COMMAND_TIMEOUT + Duration::from_millis(500);
+    let bound = CALL_TIMEOUT + Duration::from_millis(500);
     for fred in [false, true] {
         let redis = OwnRedis::start();
         let driver = connect(fred, &redis.url(PASSWORD)).await.unwrap();

@@ -43,27 +43,6 @@ fn chain(error: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-/// The longest one call to SQS may take beyond its long poll: an endpoint that takes the
-/// connection but does not answer fails the call with a temporary
-/// [`Error::Connection`](hermes_core::Error::Connection) after this.
-pub const COMMAND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// Runs the SDK call `call` (the operation `operation`, for the error) for at most `limit`;
-/// past that, fails with a temporary [`Error::Connection`]. The call's own result is returned
-/// as it is.
-pub(crate) async fn bounded<T, E>(
-    operation: &'static str,
-    limit: std::time::Duration,
-    call: impl Future<Output = Result<T, E>>,
-) -> Result<Result<T, E>, Error> {
-    tokio::time::timeout(limit, call)
-        .await
-        .map_err(|_| Error::Connection {
-            driver: NAME,
-            source: format!("{operation}: no answer from SQS within {limit:?}").into(),
-        })
-}
-
 /// Service error codes that go away by themselves.
 const TEMPORARY_CODES: [&str; 8] = [
     "RequestThrottled",

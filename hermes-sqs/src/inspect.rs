@@ -1,42 +1,23 @@
-//! Inspection and dead letters on SQS: SQS's approximate counts, and listing, replaying and
-//! purging by receiving (SQS has no peek).
+//! Inspection on SQS: SQS's approximate counts, and purging by receiving (SQS has no peek).
 
 use std::time::Duration;
 
-use hermes_core::inspect::{DeadLetter, Figure, QueueState, QueueStats, Replay};
+use hermes_core::driver::{Inspect, async_trait};
+use hermes_core::inspect::{Figure, QueueState, QueueStats};
 use hermes_core::time::unix_now;
 use hermes_core::{Error, Priority};
 
-use crate::dead::{READING_VISIBILITY, Reading, StoredLetter};
-use crate::driver::SqsDriver;
-use crate::error::{COMMAND_TIMEOUT, bounded, sdk_error};
-use crate::poll::Entry;
+use crate::api::{SQS_CALL_TIMEOUT, counts, delete, delete_all, sdk_call};
+use crate::core::{Core, Entry};
+use crate::dead_letters::{READING_VISIBILITY, Reading};
+use crate::error::sdk_error;
 use crate::{MAX_BATCH_SIZE, NAME};
 
-impl SqsDriver {
-    /// How many messages this process holds for the queue called `name`, claimed ahead and not
-    /// handed out.
-    fn held_count(&self, name: &str) -> u64 {
-        self.state().get(name).map_or(0, |queue| {
-            queue
-                .entries
-                .iter()
-                .filter(|e| matches!(e, Entry::Message(_)))
-                .count() as u64
-        })
-    }
-
-    /// All three approximate counts of the queue called `name` added up; 0 when it does not
-    /// exist.
-    async fn total(&self, name: &str) -> Result<u64, Error> {
-        Ok(match self.existing(name).await? {
-            Some(url) => self.counts(&url).await?.iter().sum(),
-            None => 0,
-        })
-    }
-
-    pub(crate) async fn stats_now(&self) -> Result<Vec<QueueStats>, Error> {
-        let queues = self.inner.queues.all();
+#[async_trait]
+impl Inspect for Core {
+    /// SQS's approximate counts; see [`SqsDriver`](crate::SqsDriver) for what each figure is.
+    async fn stats(&self) -> Result<Vec<QueueStats>, Error> {
+        let queues = self.queues.all();
         // The delay queue and the dead-letter queue serve every priority queue; SQS counts
         // them as a whole, so only a driver with one queue can tell whose they are.
         let shared = queues.len() > 1;
@@ -47,12 +28,12 @@ impl SqsDriver {
                 Figure::Approximate(total)
             }
         };
-        let long_delays = share(self.total(&self.inner.delay_queue).await?);
-        let dead = share(self.total(&self.inner.quarantine).await?);
+        let long_delays = share(self.total(&self.delay_queue).await?);
+        let dead = share(self.total(&self.quarantine).await?);
         let mut all = Vec::with_capacity(queues.len());
         for (priority, name) in queues {
             let [visible, hidden, delayed] = match self.existing(&name).await? {
-                Some(url) => self.counts(&url).await?,
+                Some(url) => counts(&self.client, &url).await?,
                 None => [0; 3],
             };
             // Claimed ahead by this process but not handed out: waiting, from Hermes' view.
@@ -70,113 +51,45 @@ impl SqsDriver {
         Ok(all)
     }
 
-    /// The dead letter `stored` is, listed under `priority`.
-    fn letter(&self, stored: &StoredLetter, priority: Priority) -> DeadLetter {
-        let message = self
-            .inner
-            .serializer
-            .deserialize(stored.body.as_bytes())
-            .ok();
-        DeadLetter::new(stored.message_id.clone(), priority, stored.reason.clone())
-            .with_message(message)
+    /// Purges [`QueueState::Waiting`] and [`QueueState::Dead`]; the others are
+    /// [`Error::Unsupported`]. Returns how many were deleted.
+    async fn purge(&self, priority: Priority, state: QueueState) -> Result<Option<u64>, Error> {
+        let name = self.queues.get(priority)?;
+        let purged = match state {
+            QueueState::Waiting => self.purge_waiting(&name).await?,
+            QueueState::Dead => self.purge_dead(priority, &name).await?,
+            _ => {
+                return Err(Error::Unsupported {
+                    driver: NAME,
+                    what: "purging delayed or in-flight messages alone (SQS cannot receive \
+                           them, and PurgeQueue empties a whole queue)",
+                });
+            }
+        };
+        Ok(Some(purged))
     }
+}
 
-    pub(crate) async fn dead_letters_now(
-        &self,
-        priority: Priority,
-        limit: usize,
-    ) -> Result<Vec<DeadLetter>, Error> {
-        let name = self.inner.queues.get(priority)?;
-        let Some(reading) = self.read_store().await? else {
-            return Ok(Vec::new());
-        };
-        let letters = reading
-            .letters
-            .iter()
-            .filter(|l| l.belongs_to(priority, &name))
-            .take(limit)
-            .map(|l| self.letter(l, priority))
-            .collect();
-        self.release(reading).await;
-        Ok(letters)
-    }
-
-    pub(crate) async fn replay_now(
-        &self,
-        priority: Priority,
-        replay: &Replay,
-    ) -> Result<u64, Error> {
-        let name = self.inner.queues.get(priority)?;
-        let Some(reading) = self.read_store().await? else {
-            return Ok(0);
-        };
-        let Reading { store, letters } = reading;
-        let target = match self.resolve(&name).await {
-            Ok(target) => target,
-            Err(e) => {
-                self.release(Reading { store, letters }).await;
-                return Err(e);
-            }
-        };
-        let mut replayed = 0;
-        let mut kept = Vec::new();
-        let mut letters = letters.into_iter();
-        while let Some(stored) = letters.next() {
-            let letter = self.letter(&stored, priority);
-            if !stored.belongs_to(priority, &name) || !replay.selects(&letter) {
-                kept.push(stored);
-                continue;
-            }
-            let sent = match &letter.message {
-                Some(message) => match self.encode(&replay.replayed(message)) {
-                    Ok(body) => self.send_body(&target, body, 0).await,
-                    Err(e) => Err(e),
-                },
-                // An undecodable letter goes back as it was.
-                None => self.send_body(&target, stored.body.clone(), 0).await,
-            };
-            let done = match sent {
-                Ok(()) => self.delete(&store, &stored.handle).await,
-                Err(e) => Err(e),
-            };
-            if let Err(e) = done {
-                kept.push(stored);
-                kept.extend(letters);
-                self.release(Reading {
-                    store,
-                    letters: kept,
-                })
-                .await;
-                return Err(e);
-            }
-            replayed += 1;
-        }
-        self.release(Reading {
-            store,
-            letters: kept,
+impl Core {
+    /// How many messages this process holds for the queue called `name`, claimed ahead and not
+    /// handed out.
+    fn held_count(&self, name: &str) -> u64 {
+        self.state().get(name).map_or(0, |queue| {
+            queue
+                .entries
+                .iter()
+                .filter(|e| matches!(e, Entry::Message(_)))
+                .count() as u64
         })
-        .await;
-        if replayed > 0 {
-            tracing::info!(queue = %name, "Replayed {replayed} dead letters");
-        }
-        Ok(replayed)
     }
 
-    pub(crate) async fn purge_now(
-        &self,
-        priority: Priority,
-        state: QueueState,
-    ) -> Result<u64, Error> {
-        let name = self.inner.queues.get(priority)?;
-        match state {
-            QueueState::Waiting => self.purge_waiting(&name).await,
-            QueueState::Dead => self.purge_dead(priority, &name).await,
-            _ => Err(Error::Unsupported {
-                driver: NAME,
-                what: "purging delayed or in-flight messages alone (SQS cannot receive them, \
-                       and PurgeQueue empties a whole queue)",
-            }),
-        }
+    /// All three approximate counts of the queue called `name` added up; 0 when it does not
+    /// exist.
+    async fn total(&self, name: &str) -> Result<u64, Error> {
+        Ok(match self.existing(name).await? {
+            Some(url) => counts(&self.client, &url).await?.iter().sum(),
+            None => 0,
+        })
     }
 
     /// Deletes what this process holds of the queue called `name`, then receives and deletes
@@ -202,12 +115,11 @@ impl SqsDriver {
             })
             .unwrap_or_default();
         let mut purged = held.len() as u64;
-        self.delete_all(&queue, &held).await?;
-        let [visible, _, _] = self.counts(&url).await?;
+        delete_all(&self.client, &queue, &held).await?;
+        let [visible, _, _] = counts(&self.client, &url).await?;
         let rounds = visible / MAX_BATCH_SIZE as u64 + 10;
         for _ in 0..rounds {
             let request = self
-                .inner
                 .client
                 .receive_message()
                 .queue_url(&queue.url)
@@ -215,9 +127,9 @@ impl SqsDriver {
                 .wait_time_seconds(1)
                 .visibility_timeout(READING_VISIBILITY.as_secs() as i32)
                 .send();
-            let received = bounded(
+            let received = sdk_call(
                 "ReceiveMessage",
-                Duration::from_secs(1) + COMMAND_TIMEOUT,
+                Duration::from_secs(1) + SQS_CALL_TIMEOUT,
                 request,
             )
             .await?
@@ -232,7 +144,6 @@ impl SqsDriver {
                     continue;
                 };
                 let due_later = self
-                    .inner
                     .serializer
                     .deserialize(body.as_bytes())
                     .ok()
@@ -240,13 +151,13 @@ impl SqsDriver {
                     .filter(|at| *at > unix_now());
                 if let Some(at) = due_later {
                     self.route(&queue, body, Some(at)).await?;
-                    self.delete(&queue, &handle).await?;
+                    delete(&self.client, &queue, &handle).await?;
                 } else {
                     handles.push(handle);
                 }
             }
             purged += handles.len() as u64;
-            self.delete_all(&queue, &handles).await?;
+            delete_all(&self.client, &queue, &handles).await?;
         }
         if purged > 0 {
             tracing::info!(queue = %name, "Purged {purged} waiting messages");
@@ -264,7 +175,7 @@ impl SqsDriver {
             .into_iter()
             .partition(|l| l.belongs_to(priority, name));
         let handles: Vec<String> = mine.into_iter().map(|l| l.handle).collect();
-        let deleted = self.delete_all(&store, &handles).await;
+        let deleted = delete_all(&self.client, &store, &handles).await;
         self.release(Reading {
             store,
             letters: others,

@@ -49,24 +49,27 @@
 //!
 //! See [`SqsDriver`] for the guarantees and [`SqsOptions`] for the settings.
 
+mod api;
 mod config;
-mod dead;
+mod core;
+mod dead_letters;
+mod delay;
 mod driver;
 mod error;
 mod inspect;
 mod naming;
-mod poll;
-mod queue;
+mod queues;
+mod receive;
 mod send;
+mod settle;
 mod url;
 
 pub use config::{MAX_BATCH_SIZE, MAX_DELAY, MAX_WAIT_TIME, SqsOptions};
-pub use dead::{
+pub use dead_letters::{
     AT_ATTRIBUTE, ERROR_ATTRIBUTE, HANDLER_ATTRIBUTE, KIND_ATTRIBUTE, MAX_ERROR_LEN,
     QUEUE_ATTRIBUTE, RETRIES_ATTRIBUTE,
 };
 pub use driver::SqsDriver;
-pub use error::COMMAND_TIMEOUT;
 pub use naming::{
     DELAY_SUFFIX, MAX_QUEUE_NAME_LEN, QUARANTINE_SUFFIX, delay_queue, quarantine_queue,
 };

@@ -1,21 +1,63 @@
-//! Sending: encoding, delays, and `SendMessage` / `SendMessageBatch` requests.
+//! Sending: encoding, and `SendMessage` / `SendMessageBatch` requests (`route`, in
+//! `delay.rs`, decides where a message due later waits).
 
-use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
-use hermes_core::time::unix_now;
-use hermes_core::{Error, Message};
+use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
+use hermes_core::{Error, Message, Priority};
 
-use crate::driver::SqsDriver;
-use crate::error::{COMMAND_TIMEOUT, bounded};
-use crate::naming::TARGET_ATTRIBUTE;
-use crate::queue::QueueInfo;
+use crate::api::{QueueInfo, SQS_CALL_TIMEOUT, sdk_call};
+use crate::core::Core;
 use crate::{MAX_BATCH_SIZE, NAME};
 
-impl SqsDriver {
+impl Core {
+    pub(crate) async fn send(&self, message: &Message, priority: Priority) -> Result<(), Error> {
+        let name = self.queues.get(priority)?;
+        let body = self.encode(message)?;
+        let queue = self.resolve(&name).await?;
+        self.route(&queue, body, message.execute_at()).await
+    }
+
+    pub(crate) async fn send_batch(
+        &self,
+        messages: &[Message],
+        priority: Priority,
+    ) -> Result<(), Error> {
+        if messages.is_empty() {
+            return Ok(());
+        }
+        let name = self.queues.get(priority)?;
+        // All encoded and checked first: a message SQS would refuse fails the batch before
+        // anything is sent.
+        let bodies = messages
+            .iter()
+            .map(|message| self.encode(message))
+            .collect::<Result<Vec<_>, _>>()?;
+        let queue = self.resolve(&name).await?;
+        // Those due later than SQS can delay go to the delay queue one by one; the rest in
+        // batches.
+        let (long, now): (Vec<_>, Vec<_>) = messages
+            .iter()
+            .zip(bodies)
+            .partition(|(message, _)| self.beyond_max_delay(message.execute_at()));
+        for (message, body) in long {
+            self.route(&queue, body, message.execute_at()).await?;
+        }
+        let (messages, bodies): (Vec<Message>, Vec<String>) =
+            now.into_iter().map(|(m, b)| (m.clone(), b)).unzip();
+        let mut start = 0;
+        while start < messages.len() {
+            let end = request_end(&bodies, start, self.options.max_payload);
+            self.send_request(&queue, &messages[start..end], &bodies[start..end])
+                .await?;
+            start = end;
+        }
+        Ok(())
+    }
+
     /// `message` as the text SQS stores.
     pub(crate) fn encode(&self, message: &Message) -> Result<String, Error> {
         message.check()?;
-        let bytes = self.inner.serializer.serialize(message)?;
-        let max = self.inner.options.max_payload;
+        let bytes = self.serializer.serialize(message)?;
+        let max = self.options.max_payload;
         if bytes.len() > max {
             return Err(Error::PayloadTooLarge {
                 driver: NAME,
@@ -30,71 +72,6 @@ impl SqsDriver {
         })
     }
 
-    /// The `DelaySeconds` for a message due at `at`: what is left, rounded up (never early), at
-    /// most `max_delay`; 0 when it is due.
-    pub(crate) fn delay_seconds(&self, at: f64) -> i32 {
-        let left = at - unix_now();
-        if left.is_nan() || left <= 0.0 {
-            return 0;
-        }
-        left.ceil().min(self.inner.options.max_delay.as_secs_f64()) as i32
-    }
-
-    /// Whether `at` is further ahead than [`SqsOptions::max_delay`](crate::SqsOptions).
-    pub(crate) fn beyond_max_delay(&self, at: Option<f64>) -> bool {
-        at.is_some_and(|at| at - unix_now() > self.inner.options.max_delay.as_secs_f64())
-    }
-
-    /// Sends `body`, due at `at`, on its way to `target`: there, with `DelaySeconds`, when no
-    /// more than `max_delay` is left; else to the delay queue, to come back when exactly
-    /// `max_delay` is left (or after `max_delay`, whichever is sooner).
-    pub(crate) async fn route(
-        &self,
-        target: &QueueInfo,
-        body: String,
-        at: Option<f64>,
-    ) -> Result<(), Error> {
-        let Some(at) = at.filter(|_| self.beyond_max_delay(at)) else {
-            let delay_seconds = at.map_or(0, |at| self.delay_seconds(at));
-            return self.send_body(target, body, delay_seconds).await;
-        };
-        // SQS counts the attribute (name, type and value) in the message's size.
-        let size = body.len() + TARGET_ATTRIBUTE.len() + "String".len() + target.name.len();
-        if size > self.inner.options.max_payload {
-            return Err(Error::PayloadTooLarge {
-                driver: NAME,
-                size,
-                max: self.inner.options.max_payload,
-            });
-        }
-        let max = self.inner.options.max_delay.as_secs_f64();
-        let hop = ((at - unix_now()) - max).ceil().clamp(1.0, max) as i32;
-        let delay = self.resolve(&self.inner.delay_queue).await?;
-        let destination = MessageAttributeValue::builder()
-            .data_type("String")
-            .string_value(&target.name)
-            .build()
-            .map_err(|e| Error::driver(NAME, e.to_string(), false))?;
-        let request = self
-            .inner
-            .client
-            .send_message()
-            .queue_url(&delay.url)
-            .message_body(body)
-            .delay_seconds(hop)
-            .message_attributes(TARGET_ATTRIBUTE, destination)
-            .send();
-        bounded("SendMessage", COMMAND_TIMEOUT, request)
-            .await?
-            .map_err(|e| self.queue_error("SendMessage", &delay.name, e))?;
-        Ok(())
-    }
-
-    /// The `DelaySeconds` `message` is sent with now.
-    pub(crate) fn delay_for(&self, message: &Message) -> i32 {
-        message.execute_at().map_or(0, |at| self.delay_seconds(at))
-    }
-
     pub(crate) async fn send_body(
         &self,
         queue: &QueueInfo,
@@ -102,7 +79,6 @@ impl SqsDriver {
         delay_seconds: i32,
     ) -> Result<(), Error> {
         let mut request = self
-            .inner
             .client
             .send_message()
             .queue_url(&queue.url)
@@ -110,7 +86,7 @@ impl SqsDriver {
         if delay_seconds > 0 {
             request = request.delay_seconds(delay_seconds);
         }
-        bounded("SendMessage", COMMAND_TIMEOUT, request.send())
+        sdk_call("SendMessage", SQS_CALL_TIMEOUT, request.send())
             .await?
             .map_err(|e| self.queue_error("SendMessage", &queue.name, e))?;
         Ok(())
@@ -119,7 +95,7 @@ impl SqsDriver {
     /// One `SendMessageBatch` of `messages` (at most ten) with their encoded `bodies`, each
     /// with its own delay. An entry SQS does not report as sent is sent again alone, once; the
     /// error of that send is returned.
-    pub(crate) async fn send_request(
+    async fn send_request(
         &self,
         queue: &QueueInfo,
         messages: &[Message],
@@ -143,13 +119,12 @@ impl SqsDriver {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let request = self
-            .inner
             .client
             .send_message_batch()
             .queue_url(&queue.url)
             .set_entries(Some(entries))
             .send();
-        let output = bounded("SendMessageBatch", COMMAND_TIMEOUT, request)
+        let output = sdk_call("SendMessageBatch", SQS_CALL_TIMEOUT, request)
             .await?
             .map_err(|e| self.queue_error("SendMessageBatch", &queue.name, e))?;
         for (i, (message, body)) in messages.iter().zip(bodies).enumerate() {
@@ -185,7 +160,7 @@ impl SqsDriver {
 
 /// Where the `SendMessageBatch` request of `bodies` starting at `start` ends: at most ten
 /// entries whose bodies together are at most `max_bytes` (always at least one entry).
-pub(crate) fn request_end(bodies: &[String], start: usize, max_bytes: usize) -> usize {
+fn request_end(bodies: &[String], start: usize, max_bytes: usize) -> usize {
     let mut end = start;
     let mut bytes = 0;
     while end < bodies.len() && end - start < MAX_BATCH_SIZE as usize {

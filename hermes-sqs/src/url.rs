@@ -1,17 +1,10 @@
 //! The SQS driver's URL: `sqs://hermes?region=eu-west-1`.
 
-use std::time::Duration;
-
-use aws_config::BehaviorVersion;
-use aws_config::timeout::TimeoutConfig;
-use aws_sdk_sqs::Client;
-use aws_sdk_sqs::config::Region;
-use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 use hermes_core::Error;
 use hermes_core::driver::DriverUrl;
 
 use crate::naming::{MAX_DEFAULT_QUEUE_NAME_LEN, validate_sqs_queue_name};
-use crate::{NAME, SqsDriver, SqsOptions};
+use crate::{NAME, SqsOptions};
 
 /// The parameters an `sqs://` URL takes.
 const PARAMETERS: [&str; 9] = [
@@ -26,20 +19,26 @@ const PARAMETERS: [&str; 9] = [
     "retention_age",
 ];
 
-/// How long the client tries to open a connection before the call fails.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
-
 /// An `sqs://` URL read, before any client exists.
 #[derive(Debug)]
-struct SqsUrl {
-    queue: String,
-    endpoint: Option<String>,
-    region: Option<String>,
-    options: SqsOptions,
+pub(crate) struct SqsUrl {
+    /// The default queue's name: the host.
+    pub(crate) queue: String,
+    /// The server, when not AWS's for the region.
+    pub(crate) endpoint: Option<String>,
+    /// The region, when the URL gives it.
+    pub(crate) region: Option<String>,
+    pub(crate) options: SqsOptions,
 }
 
 impl SqsUrl {
-    fn parse(text: &str) -> Result<Self, Error> {
+    /// Reads `text`; see [`SqsDriver::from_url`](crate::SqsDriver::from_url).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a URL of another scheme, without a queue, with a port, path or
+    /// credentials, with an unknown parameter or a bad value; [`Error::InvalidQueueName`] for a
+    /// queue name SQS does not take.
+    pub(crate) fn parse(text: &str) -> Result<Self, Error> {
         let mut url = DriverUrl::parse(text, NAME, &["sqs"])?;
         let queue = match url.host() {
             Some(host) if !host.is_empty() => host.to_owned(),
@@ -101,84 +100,12 @@ impl SqsUrl {
             options,
         })
     }
-
-    /// The SDK client: the AWS default chains for credentials (and the region, when the URL
-    /// gives none), an HTTPS client on rustls that also speaks plain HTTP, and a connect
-    /// timeout of [`CONNECT_TIMEOUT`].
-    async fn client(&self) -> Result<Client, Error> {
-        let http = aws_smithy_http_client::Builder::new()
-            .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
-            .build_https();
-        let mut loader = aws_config::defaults(BehaviorVersion::latest())
-            .http_client(http)
-            .timeout_config(
-                TimeoutConfig::builder()
-                    .connect_timeout(CONNECT_TIMEOUT)
-                    .build(),
-            );
-        if let Some(region) = &self.region {
-            loader = loader.region(Region::new(region.clone()));
-        }
-        if let Some(endpoint) = &self.endpoint {
-            loader = loader.endpoint_url(endpoint);
-        }
-        let config = loader.load().await;
-        if config.region().is_none() {
-            return Err(Error::Config {
-                driver: NAME,
-                message: "no AWS region: add region=<name> to the sqs:// URL or set AWS_REGION"
-                    .to_owned(),
-            });
-        }
-        Ok(Client::new(&config))
-    }
-}
-
-impl SqsDriver {
-    /// A driver from a URL `sqs://<queue>?region=<region>`, as the `hermes` command and
-    /// programs that take their queue from the environment use. The host is the default
-    /// queue's name. Parameters, all optional:
-    ///
-    /// - `endpoint`: the server, an `http://` or `https://` URL; default AWS's for the region.
-    /// - `region`: default from the AWS default chain (`AWS_REGION`, the profile, …); one of
-    ///   them must give it.
-    /// - `wait_time`, `visibility_timeout`, `max_delay` (seconds), `batch_size`,
-    ///   `max_payload` (bytes): the [`SqsOptions`] fields of those names, with their defaults.
-    /// - `retention_count` and `retention_age` (seconds): [`SqsOptions::retention`].
-    ///
-    /// Credentials come from the AWS default chain (environment variables, the profile files,
-    /// the role of the machine); a URL with a user or password is refused. The client speaks
-    /// HTTPS (rustls, with the system's certificates) and plain HTTP, gives up connecting after
-    /// 3 s, and each call is bounded as every call of the driver is (see [`COMMAND_TIMEOUT`]).
-    /// A `%XX` escape in a value stands for that byte.
-    ///
-    /// ```no_run
-    /// # #[tokio::main]
-    /// # async fn main() -> Result<(), hermes_core::Error> {
-    /// use hermes_sqs::SqsDriver;
-    ///
-    /// let driver = SqsDriver::from_url("sqs://exports?region=eu-west-1&wait_time=20").await?;
-    /// assert_eq!(driver.queue(), "exports");
-    /// let _local = SqsDriver::from_url("sqs://hermes?endpoint=http://127.0.0.1:4566&region=us-east-1").await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// [`Error::Config`] for a URL of another scheme, without a queue, with a port, path or
-    /// credentials, with an unknown parameter or a bad value, or when no region is found;
-    /// [`Error::InvalidQueueName`] for a queue name SQS does not take. Nothing is sent to SQS
-    /// until first use.
-    ///
-    /// [`COMMAND_TIMEOUT`]: crate::COMMAND_TIMEOUT
-    pub async fn from_url(url: &str) -> Result<Self, Error> {
-        let url = SqsUrl::parse(url)?;
-        let client = url.client().await?;
-        SqsDriver::with_options(client, &url.queue, url.options)
-    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]

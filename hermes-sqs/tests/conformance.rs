@@ -13,3 +13,7 @@ mod dyn_driver {
         super::common::SqsHarness
     ));
 }
+
+mod wrapped {
+    hermes_testkit::wrapped_facet_suite!(super::common::SqsHarness);
+}

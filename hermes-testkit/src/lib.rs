@@ -7,7 +7,8 @@
 //! - [`suite`] and [`conformance_suite!`]: the scenarios every driver must pass. A driver crate
 //!   implements [`suite::Harness`] and generates the tests with one line.
 //! - [`LogCapture`]: asserting log lines.
-//! - [`HookedDriver`]: any driver with call counters and hooks that fail chosen calls.
+//! - [`HookedDriver`]: any driver with call counters and hooks that fail chosen calls;
+//!   [`CountingDriver`]: a wrapper as an application writes one, with `forward!`.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -40,6 +41,7 @@
 //! ```
 
 pub mod bench;
+mod counting;
 mod hooked;
 mod job_testing;
 mod logs;
@@ -51,6 +53,7 @@ mod serializer_check;
 mod silent;
 pub mod suite;
 
+pub use counting::CountingDriver;
 pub use hooked::{HookedDriver, Op};
 pub use job_testing::perform_job;
 pub use logs::LogCapture;

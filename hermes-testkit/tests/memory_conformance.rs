@@ -9,3 +9,7 @@ mod dyn_driver {
         hermes_testkit::MemoryHarness::new()
     ));
 }
+
+mod wrapped {
+    hermes_testkit::wrapped_facet_suite!(hermes_testkit::MemoryHarness::new());
+}

@@ -14,6 +14,7 @@ use serde_json::json;
 
 use super::State;
 use super::html::{Cell, escape, page, table};
+use crate::facet;
 use crate::stats::{latency, to_json};
 
 /// Runs a backend call within the dashboard's timeout; an error is a page saying so.
@@ -74,7 +75,11 @@ fn totals(state: &State, stats: &[QueueStats]) -> Vec<(&'static str, &'static st
 /// `/`: the totals of every queue, the messages handled and failed since the dashboard
 /// started, and the throughput chart; the page refreshes them every few seconds.
 pub(crate) async fn overview(Shared(state): Shared<Arc<State>>) -> Response {
-    let stats = match call(&state, state.driver.stats()).await {
+    let stats = match call(&state, async {
+        facet::inspect(&*state.driver)?.stats().await
+    })
+    .await
+    {
         Ok(stats) => stats,
         Err(page) => return page,
     };
@@ -111,7 +116,11 @@ pub(crate) async fn overview(Shared(state): Shared<Arc<State>>) -> Response {
 /// `/api/overview`: the overview's counters, chart and queue table (as escaped HTML) as JSON,
 /// for its script.
 pub(crate) async fn api_overview(Shared(state): Shared<Arc<State>>) -> Response {
-    let stats = match call(&state, state.driver.stats()).await {
+    let stats = match call(&state, async {
+        facet::inspect(&*state.driver)?.stats().await
+    })
+    .await
+    {
         Ok(stats) => stats,
         Err(page) => return page,
     };
@@ -170,7 +179,11 @@ fn queue_table(stats: &[QueueStats]) -> String {
 
 /// `/queues`: the stats table.
 pub(crate) async fn queues(Shared(state): Shared<Arc<State>>) -> Response {
-    match call(&state, state.driver.stats()).await {
+    match call(&state, async {
+        facet::inspect(&*state.driver)?.stats().await
+    })
+    .await
+    {
         Ok(stats) => Html(page("Queues", &queue_table(&stats))).into_response(),
         Err(page) => page,
     }
@@ -178,7 +191,11 @@ pub(crate) async fn queues(Shared(state): Shared<Arc<State>>) -> Response {
 
 /// `/api/stats`: the figures as JSON, as `hermes stats --json` prints them.
 pub(crate) async fn api_stats(Shared(state): Shared<Arc<State>>) -> Response {
-    match call(&state, state.driver.stats()).await {
+    match call(&state, async {
+        facet::inspect(&*state.driver)?.stats().await
+    })
+    .await
+    {
         Ok(stats) => {
             let queues: Vec<_> = stats.iter().map(to_json).collect();
             axum::Json(json!({ "driver": state.driver.name(), "queues": queues })).into_response()
@@ -213,13 +230,23 @@ fn action(
 /// `/dead`: every queue's dead letters with their reasons, and (unless read-only) replay and
 /// delete buttons.
 pub(crate) async fn dead(Shared(state): Shared<Arc<State>>) -> Response {
-    let stats = match call(&state, state.driver.stats()).await {
+    let stats = match call(&state, async {
+        facet::inspect(&*state.driver)?.stats().await
+    })
+    .await
+    {
         Ok(stats) => stats,
         Err(page) => return page,
     };
     let mut body = String::new();
     for queue in &stats {
-        let letters = match call(&state, state.driver.dead_letters(queue.priority, 100)).await {
+        let letters = match call(&state, async {
+            facet::dead_letters(&*state.driver)?
+                .list(queue.priority, 100)
+                .await
+        })
+        .await
+        {
             Ok(letters) => letters,
             Err(page) => return page,
         };
@@ -299,10 +326,11 @@ pub(crate) async fn dead_letter(
     Shared(state): Shared<Arc<State>>,
     Query(query): Query<LetterQuery>,
 ) -> Response {
-    let letters = match call(
-        &state,
-        state.driver.dead_letters(query.priority, usize::MAX),
-    )
+    let letters = match call(&state, async {
+        facet::dead_letters(&*state.driver)?
+            .list(query.priority, usize::MAX)
+            .await
+    })
     .await
     {
         Ok(letters) => letters,
@@ -387,10 +415,10 @@ pub(crate) async fn dead_letter(
 
 /// `/workers`: the live workers and what they run.
 pub(crate) async fn workers(Shared(state): Shared<Arc<State>>) -> Response {
-    if !state.driver.capabilities().workers {
+    let Some(listed) = state.driver.workers() else {
         return consumers(&state).await;
-    }
-    let workers = match call(&state, state.driver.workers()).await {
+    };
+    let workers = match call(&state, listed.list()).await {
         Ok(workers) => workers,
         Err(page) => return page,
     };
@@ -429,7 +457,11 @@ pub(crate) async fn workers(Shared(state): Shared<Arc<State>>) -> Response {
 /// The workers page of a backend that lists no workers: each queue's consumers, where the
 /// broker counts them.
 async fn consumers(state: &State) -> Response {
-    let stats = match call(state, state.driver.stats()).await {
+    let stats = match call(state, async {
+        facet::inspect(&*state.driver)?.stats().await
+    })
+    .await
+    {
         Ok(stats) => stats,
         Err(page) => return page,
     };
@@ -489,7 +521,13 @@ pub(crate) async fn replay(
         .id
         .as_ref()
         .map_or_else(Replay::all, |id| Replay::ids([id.clone()]));
-    match call(&state, state.driver.replay(form.priority, &replay)).await {
+    match call(&state, async {
+        facet::dead_letters(&*state.driver)?
+            .replay(form.priority, &replay)
+            .await
+    })
+    .await
+    {
         Ok(_) => Redirect::to("/dead").into_response(),
         Err(page) => page,
     }
@@ -506,7 +544,13 @@ pub(crate) async fn delete(
     let Some(id) = form.id.as_deref() else {
         return (StatusCode::BAD_REQUEST, "no dead letter named").into_response();
     };
-    match call(&state, state.driver.delete(form.priority, id)).await {
+    match call(&state, async {
+        facet::browse(&*state.driver)?
+            .delete(form.priority, id)
+            .await
+    })
+    .await
+    {
         Ok(_) => Redirect::to("/dead").into_response(),
         Err(page) => page,
     }

@@ -14,13 +14,17 @@ use super::State;
 
 /// The gauges of every queue: a figure the backend cannot tell is left out, never guessed.
 pub(crate) async fn metrics(Shared(state): Shared<Arc<State>>) -> Response {
-    let stats = match within(&state, state.driver.stats()).await {
+    let stats = match within(&state, async {
+        crate::facet::inspect(&*state.driver)?.stats().await
+    })
+    .await
+    {
         Ok(stats) => stats,
         Err(failed) => return failed,
     };
     let mut text = render(&stats);
-    if state.driver.capabilities().workers {
-        match within(&state, state.driver.workers()).await {
+    if let Some(workers) = state.driver.workers() {
+        match within(&state, workers.list()).await {
             Ok(workers) => text.push_str(&render_workers(&workers)),
             Err(failed) => return failed,
         }

@@ -6,7 +6,6 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hermes_core::Error;
 use hermes_core::workers::WorkerInfo;
 use serde::Serialize;
 
@@ -156,16 +155,17 @@ impl Sampler {
     }
 }
 
-/// Reads the workers every [`SAMPLE_EVERY`] into `state.sampler`, until the backend says it
+/// Reads the workers every [`SAMPLE_EVERY`] into `state.sampler`; nothing on a backend that
 /// lists no workers. A failed read is skipped.
 pub(crate) async fn keep_sampling(state: Arc<State>) {
+    let Some(workers) = state.driver.workers() else {
+        return;
+    };
     loop {
-        match tokio::time::timeout(state.timeout, state.driver.workers()).await {
-            Ok(Ok(workers)) => state
+        if let Ok(Ok(listed)) = tokio::time::timeout(state.timeout, workers.list()).await {
+            state
                 .sampler
-                .observe(&workers, hermes_core::time::unix_now()),
-            Ok(Err(Error::Unsupported { .. })) => return,
-            Ok(Err(_)) | Err(_) => {}
+                .observe(&listed, hermes_core::time::unix_now());
         }
         tokio::time::sleep(SAMPLE_EVERY).await;
     }

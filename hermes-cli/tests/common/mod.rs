@@ -112,7 +112,7 @@ pub async fn emit_stats_and_purge(target: &Target) {
     assert!(["3", "~3", "~2", "~4", "?"].contains(&waiting), "{table}");
 
     let peeked = target.hermes(&["peek", "--json"]);
-    if target.driver.capabilities().peek {
+    if target.driver.browse().is_some() {
         let mut listed: Vec<String> = json(&peeked)
             .as_array()
             .unwrap()
@@ -288,7 +288,7 @@ pub async fn workers_are_listed(target: &Target) {
             1.0,
         ));
     worker.busy = 1;
-    if !target.driver.capabilities().workers {
+    if target.driver.workers().is_none() {
         let out = target.hermes(&["workers", "--json"]);
         assert_eq!(out.status.code(), Some(1));
         let err = String::from_utf8_lossy(&out.stderr);

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use crate::{Error, Message, Priority};
 
-/// A claimed message, handed out by [`Driver::receive`] and given back to
-/// [`Driver::ack`] or [`Driver::nack`] of the same driver.
+/// A claimed message, handed out by [`Driver::receive`](super::Driver::receive) and given back to
+/// [`Driver::ack`](super::Driver::ack) or [`Driver::nack`](super::Driver::nack) of the same
+/// driver.
 #[derive(Debug)]
 pub struct Delivery {
     message: Message,
@@ -28,9 +29,9 @@ impl Delivery {
     }
 
     /// The same delivery, claimed for `lease` from now: unless it is acknowledged or
-    /// [extended](Driver::extend) within that time, the backend delivers the message again. The
+    /// [extended](super::Driver::extend) within that time, the backend delivers the message again. The
     /// [`Dispatcher`](crate::Dispatcher) extends the claim of a running handler's message by
-    /// `lease` every `lease / 2`, on drivers with [`Capabilities::extend`].
+    /// `lease` every `lease / 2`, on drivers with [`Capabilities::extend`](super::Capabilities::extend).
     pub fn with_lease(mut self, lease: Duration) -> Self {
         self.lease = Some(lease);
         self

@@ -4,6 +4,7 @@ mod file;
 mod signal;
 
 use std::fmt::Debug;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use async_trait::async_trait;
@@ -33,3 +34,25 @@ pub trait Shutdown: Debug + Send + Sync + 'static {
         None
     }
 }
+
+/// A shutdown signal behind a `Box` or an `Arc` is one too, so signals chosen at run time
+/// (`Box<dyn Shutdown>`) go wherever a signal does.
+macro_rules! delegate_shutdown {
+    ($($pointer:ident),*) => {$(
+        #[async_trait]
+        #[warn(clippy::missing_trait_methods)]
+        impl<S: Shutdown + ?Sized> Shutdown for $pointer<S> {
+            async fn should_shutdown(&self, started: SystemTime) -> Result<bool, Error> {
+                (**self).should_shutdown(started).await
+            }
+            async fn shutdown(&self, at: Option<SystemTime>) -> Result<(), Error> {
+                (**self).shutdown(at).await
+            }
+            fn token(&self) -> Option<CancellationToken> {
+                (**self).token()
+            }
+        }
+    )*};
+}
+
+delegate_shutdown!(Box, Arc);

@@ -18,6 +18,10 @@ use hermes_testkit::suite::Harness;
 /// The visibility timeout of the test queues, in seconds (SQS counts whole seconds).
 pub const VISIBILITY_SECONDS: u64 = 2;
 
+/// The driver's bound on one call to SQS, beyond its long poll: a server that takes the
+/// connection and never answers fails the call after this.
+pub const CALL_LIMIT: Duration = Duration::from_secs(10);
+
 /// The server the tests use: `HERMES_SQS_ENDPOINT`, default `http://127.0.0.1:4566` (moto).
 /// Only a loopback address is accepted, so that no test ever reaches AWS.
 pub fn endpoint() -> String {

@@ -8,7 +8,7 @@ use hermes_core::cron::CronSchedule;
 use hermes_core::time::unix_now;
 use hermes_core::{CatchUp, CronEntry, Driver, Emitter, Scheduler};
 
-use super::scenarios::{ack, open};
+use super::support::{ack, open};
 use super::{Harness, Outcome};
 
 /// How many ticks the scenario watches.

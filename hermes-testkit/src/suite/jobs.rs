@@ -9,7 +9,7 @@ use hermes_core::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::scenarios::{PATIENCE, expect_none, open};
+use super::support::{PATIENCE, expect_none, open};
 use super::{Harness, Outcome};
 
 /// The job of [`typed_jobs_meet_php_messages`].

@@ -14,19 +14,53 @@
 //!
 //! [`conformance_suite!`]: crate::conformance_suite
 
+mod batches;
+mod claims;
 pub(crate) mod cron;
+mod dead_letters;
+mod delays;
+mod delivery;
+mod dispatcher;
 mod harness;
 mod inspection;
 mod jobs;
+mod payloads;
+mod priorities;
 mod raw_fuzz;
-pub mod scenarios;
+mod support;
 mod unique;
+mod workers;
+mod wrapped;
+
+/// Every scenario, by name: one `async fn(&harness, queue) -> Outcome` each, which
+/// [`conformance_suite!`](crate::conformance_suite) runs. Each topic's file holds its scenarios:
+/// delivery, priorities, delays, claims, payloads, batches, the dispatcher, jobs, random input,
+/// inspection, dead letters, workers, unique emits, periodic jobs, wrappers.
+pub mod scenarios {
+    pub use super::batches::*;
+    pub use super::claims::*;
+    pub use super::cron::*;
+    pub use super::dead_letters::*;
+    pub use super::delays::*;
+    pub use super::delivery::*;
+    pub use super::dispatcher::*;
+    pub use super::inspection::*;
+    pub use super::jobs::*;
+    pub use super::payloads::*;
+    pub use super::priorities::*;
+    pub use super::raw_fuzz::*;
+    pub use super::support::{HIGH, LOW};
+    pub use super::unique::*;
+    pub use super::workers::*;
+    pub use super::wrapped::a_wrapper_keeps_every_facet;
+}
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use harness::{DynHarness, Harness};
+pub use wrapped::{WrappedHarness, facets_of};
 
 /// How a scenario ended when it did not fail.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -187,6 +221,7 @@ macro_rules! conformance_suite {
             a_unique_key_is_free_once_its_message_is_done,
             a_crashed_workers_unique_key_frees_after_its_window,
             three_schedulers_emit_one_message_per_tick,
+            a_wrapper_keeps_every_facet,
         );
     };
     (@tests $harness:expr; $($scenario:ident),* $(,)?) => {
@@ -232,17 +267,14 @@ mod tests {
     #[test]
     fn the_suite_runs_every_scenario_there_is() {
         let listed = listed(include_str!("mod.rs"));
-        let defined: Vec<String> = [
-            include_str!("scenarios.rs"),
-            include_str!("raw_fuzz.rs"),
-            include_str!("jobs.rs"),
-            include_str!("inspection.rs"),
-            include_str!("unique.rs"),
-            include_str!("cron.rs"),
-        ]
-        .iter()
-        .flat_map(|source| defined(source))
-        .collect();
+        // Every file of this folder: a scenario added to any of them must be listed.
+        let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/suite");
+        let defined: Vec<String> = std::fs::read_dir(&folder)
+            .expect("the suite's folder")
+            .map(|entry| entry.expect("an entry").path())
+            .filter(|path| path.extension().is_some_and(|e| e == "rs"))
+            .flat_map(|path| defined(&std::fs::read_to_string(path).expect("a source file")))
+            .collect();
         assert!(defined.len() > 20, "found only {defined:?}");
         for name in &defined {
             assert!(
@@ -254,6 +286,19 @@ mod tests {
             assert!(
                 defined.contains(name),
                 "{name} in the list is not a scenario"
+            );
+        }
+    }
+
+    #[test]
+    fn the_wrapped_suite_runs_scenarios_of_the_suite() {
+        let all = listed(include_str!("mod.rs"));
+        let wrapped = listed(include_str!("wrapped.rs"));
+        assert!(wrapped.len() >= 8, "{wrapped:?}");
+        for name in &wrapped {
+            assert!(
+                all.contains(name),
+                "{name} in wrapped_facet_suite! is not a scenario"
             );
         }
     }

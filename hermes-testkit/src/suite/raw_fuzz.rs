@@ -15,7 +15,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::scenarios::{PATIENCE, ack, message, open, send};
+use super::support::{PATIENCE, ack, message, open, send};
 use super::{Harness, Outcome};
 
 /// How many inputs one round pushes, before the harness's scale.

@@ -10,7 +10,7 @@ use hermes_core::{
     RetryPolicy, Unique, handler_fn,
 };
 
-use super::scenarios::{PATIENCE, ack, open};
+use super::support::{PATIENCE, ack, open};
 use super::{Harness, Outcome};
 
 /// Emits `message` uniquely by `unique` through `driver`.
