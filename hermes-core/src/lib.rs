@@ -4,10 +4,12 @@
 //! worker process runs a [`Dispatcher`] that takes jobs from the queue and runs the handlers
 //! registered for their type. A job is a serde type that implements [`Job`]; on the wire it is
 //! a Hermes [`Message`] in Hermes' JSON format ([`JsonSerializer`]), so PHP and Rust processes
-//! can share a queue. The queue is a [`Driver`]: this crate defines the contract, and the
-//! driver crates (`hermes-fs`, `hermes-redis`, `hermes-rabbitmq`, `hermes-sqs`, and the
-//! in-memory driver of `hermes-testkit`) implement it. Drivers are cheap to clone: clones share
-//! the connection and the queues.
+//! can share a queue. The queue is a [`Driver`]: this crate defines the contract
+//! ([`driver`], for those who write or wrap a backend), and the driver crates (`hermes-fs`,
+//! `hermes-redis`, `hermes-rabbitmq`, `hermes-sqs`, and the in-memory driver of
+//! `hermes-testkit`) implement it. Applications usually depend on the `hermes` crate, which
+//! brings this one, the backends behind features, and `hermes::connect(url)`. Drivers are cheap
+//! to clone: clones share the connection and the queues.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -45,10 +47,6 @@
 //! Below the typed layer, everything Hermes has stays: [`Message`]s built by hand, the
 //! [`Handler`] trait that takes a message and returns a `bool`, [`EchoHandler`], and Hermes' log
 //! lines. Typed and untyped handlers, Rust and PHP emitters mix on one queue.
-
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-struct ReadmeExamples;
 
 mod context;
 pub mod cron;

@@ -14,6 +14,9 @@ use crate::time::{to_unix, unix_now};
 /// dates end there), so [`Message::check`] refuses them.
 pub const LATEST_DUE: f64 = 253_402_300_799.0;
 
+/// The longest uniqueness key a message can hold (see [`Unique`](crate::Unique)), in bytes.
+pub const MAX_UNIQUE_KEY_LEN: usize = 512;
+
 /// One job: a type, an optional JSON payload, and the bookkeeping Hermes stores with it.
 ///
 /// The fields and their meaning are those of Hermes' `Message`, so PHP and Rust processes can

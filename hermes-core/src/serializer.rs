@@ -132,7 +132,7 @@ impl Serializer for JsonSerializer {
         };
         let unique_key = match take(&mut fields, "unique_key") {
             Some(Value::String(s))
-                if !s.is_empty() && s.len() <= crate::unique::MAX_UNIQUE_KEY_LEN =>
+                if !s.is_empty() && s.len() <= crate::message::MAX_UNIQUE_KEY_LEN =>
             {
                 Some(s)
             }

@@ -12,8 +12,7 @@ pub const DEFAULT_UNIQUE_WINDOW: Duration = Duration::from_secs(3600);
 /// The longest a uniqueness key is held: ten years.
 pub const MAX_UNIQUE_WINDOW: Duration = Duration::from_secs(10 * 366 * 24 * 3600);
 
-/// The longest uniqueness key, in bytes.
-pub const MAX_UNIQUE_KEY_LEN: usize = 512;
+pub use crate::message::MAX_UNIQUE_KEY_LEN;
 
 /// Asks an emit to be unique: while a message holds `key`, another emit with the key is not
 /// queued, and says so with [`Emitted::Duplicate`].

@@ -5,7 +5,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use hermes_core::driver::{
-    Browse, Capabilities, DeadLetters, Delivery, Inspect, UniqueEmits, Workers,
+    Browse, Capabilities, DeadLetters, Delivery, Inspect, UniqueEmits, Workers, forward,
 };
 use hermes_core::inspect::{DeadLetter, DeadReason, Figure, QueueState, QueueStats, Replay};
 use hermes_core::workers::WorkerInfo;
@@ -78,6 +78,7 @@ struct Faulty {
 }
 
 #[async_trait]
+#[warn(clippy::missing_trait_methods)]
 impl Driver for Faulty {
     fn name(&self) -> &'static str {
         "faulty"
@@ -145,6 +146,7 @@ impl Driver for Faulty {
     async fn nack(&self, delivery: &Delivery) -> Result<(), Error> {
         self.inner.nack(delivery).await
     }
+    forward!(inner => extend, flush);
     fn inspect(&self) -> Option<&dyn Inspect> {
         Some(self)
     }
