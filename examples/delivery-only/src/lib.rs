@@ -2,12 +2,11 @@
 //! name them, with priorities, delays and claims that expire (not extended). It has no facet.
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{LazyLock, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hermes_core::driver::{Capabilities, Delivery, PriorityQueues, Receipt, async_trait};
 use hermes_core::{DEFAULT_PRIORITY, Driver, Error, JsonSerializer, Message, Priority, Serializer};
 use hermes_core::{driver::validate_queue_name, time::unix_now};
-use tokio::time::Instant;
 
 /// A message's place: its queue, when it is visible (Unix µs), and a sequence number. A claim
 /// moves its message to the end of the lease, so a claim not settled in time expires by itself.
@@ -85,18 +84,21 @@ impl ListDriver {
         let now = unix_now();
         with_store(|s| {
             for (priority, queue) in self.0.selected(priorities)? {
-                let Some((_, body)) = s.pop(&queue, now) else {
-                    continue;
-                };
-                let message = JsonSerializer.deserialize(&body).map_err(|source| {
-                    let quarantine = queue.clone();
-                    s.quarantine.push((queue.clone(), body.clone()));
-                    Error::Undecodable { quarantine, source }
-                })?;
-                let key = s.put(queue, now + LEASE.as_secs_f64(), body);
-                s.claims.insert(key.2, key.clone());
-                let delivery = Delivery::new(message, priority, Receipt::new(key.2));
-                return Ok(Some(delivery.with_lease(LEASE)));
+                while let Some((_, body)) = s.pop(&queue, now) {
+                    let message = JsonSerializer.deserialize(&body).map_err(|source| {
+                        let quarantine = queue.clone();
+                        s.quarantine.push((queue.clone(), body.clone()));
+                        Error::Undecodable { quarantine, source }
+                    })?;
+                    if !message.is_due_at(now) {
+                        s.put(queue.clone(), message.due(), body); // put there ahead of its time
+                        continue;
+                    }
+                    let key = s.put(queue.clone(), now + LEASE.as_secs_f64(), body);
+                    s.claims.insert(key.2, key.clone());
+                    let delivery = Delivery::new(message, priority, Receipt::new(key.2));
+                    return Ok(Some(delivery.with_lease(LEASE)));
+                }
             }
             Ok(None)
         })

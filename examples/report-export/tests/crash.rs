@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use hermes::inspect::Figure;
 use hermes::{AnyDriver, DEFAULT_PRIORITY, Driver};
-use hermes_example::shutdown_signal;
 use hermes_example::testing::{
     assert_each_exported_once, crash_test_reports, exits_cleanly, exported, slow_export,
     start_worker,
@@ -70,13 +69,38 @@ async fn open(backend: &Backend, url: &str, queue: &str) -> Result<AnyDriver, St
         .map_err(|e| e.to_string())
 }
 
-/// How many messages of the default queue are claimed, as the backend counts them.
-async fn in_flight(driver: &AnyDriver) -> Option<u64> {
-    let stats = driver.inspect()?.stats().await.ok()?;
-    let queue = stats.iter().find(|q| q.priority == DEFAULT_PRIORITY)?;
-    match queue.in_flight {
+/// The default queue's figures as the backend counts them: how many messages wait, and how
+/// many are claimed (`None` where the backend cannot tell, as RabbitMQ cannot).
+async fn counts(driver: &AnyDriver) -> Result<(Option<u64>, Option<u64>), String> {
+    let inspect = driver.inspect().ok_or("the backend has no figures")?;
+    let stats = inspect.stats().await.map_err(|e| e.to_string())?;
+    let queue = stats
+        .iter()
+        .find(|q| q.priority == DEFAULT_PRIORITY)
+        .ok_or("no default queue in the figures")?;
+    let value = |figure: Figure<u64>| match figure {
         Figure::Exact(n) | Figure::Approximate(n) => Some(n),
         _ => None,
+    };
+    Ok((value(queue.waiting), value(queue.in_flight)))
+}
+
+/// Polls `done` on the backend's figures every 100 ms, for at most `patience`.
+async fn wait_for(
+    driver: &AnyDriver,
+    what: &str,
+    patience: Duration,
+    done: impl Fn(Option<u64>, Option<u64>) -> bool,
+) {
+    let give_up = Instant::now() + patience;
+    loop {
+        if let Ok((waiting, in_flight)) = counts(driver).await
+            && done(waiting, in_flight)
+        {
+            return;
+        }
+        assert!(Instant::now() < give_up, "{what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -106,10 +130,7 @@ async fn killed_mid_handler(backend: &Backend) {
     let urgent = format!("{queue}_high");
     let opened = tokio::time::timeout(Duration::from_secs(5), open(backend, &url, &queue)).await;
     let reachable = match &opened {
-        Ok(Ok(driver)) => match in_flight(driver).await {
-            Some(_) => Ok(()),
-            None => Err(format!("the {} backend did not answer", backend.name)),
-        },
+        Ok(Ok(driver)) => counts(driver).await.map(drop),
         Ok(Err(e)) => Err(e.clone()),
         Err(_) => Err(format!(
             "the {} backend did not answer within 5 s",
@@ -131,15 +152,12 @@ async fn killed_mid_handler(backend: &Backend) {
     // The first worker takes the slow export and is killed inside its handler.
     send("slow", 3).await;
     let mut first = worker(&dir, &url, &urgent, backend);
-    let give_up = Instant::now() + Duration::from_secs(30);
-    while in_flight(&emitter).await != Some(1) {
-        assert!(
-            Instant::now() < give_up,
-            "{}: the slow export was not taken",
-            backend.name
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // Taken: it waits no more, and its 3 s have not run out.
+    let taken = format!("{}: the slow export was not taken", backend.name);
+    wait_for(&emitter, &taken, Duration::from_secs(30), |waiting, _| {
+        waiting == Some(0) && exported(&dir).is_empty()
+    })
+    .await;
     // The others arrive while it hangs there.
     let reports = crash_test_reports();
     for (report, seconds) in reports.iter().filter(|(r, _)| r != "slow") {
@@ -161,17 +179,19 @@ async fn killed_mid_handler(backend: &Backend) {
             backend.name
         );
     }
-    let give_up = Instant::now() + Duration::from_secs(10);
-    while in_flight(&emitter).await != Some(0) {
-        assert!(
-            Instant::now() < give_up,
-            "{}: a claim is left after every export ran",
-            backend.name
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let settled = format!("{}: a claim is left after every export ran", backend.name);
+    wait_for(
+        &emitter,
+        &settled,
+        Duration::from_secs(10),
+        |_, in_flight| in_flight.is_none_or(|n| n == 0),
+    )
+    .await;
 
-    let signal = shutdown_signal(&emitter);
+    // The signal the workers watch: the backend's own, or the file in their directory.
+    let signal = emitter
+        .shutdown_signal()
+        .unwrap_or_else(|| Box::new(hermes::SharedFileShutdown::new(dir.join("shutdown"))));
     signal.shutdown(None).await.unwrap();
     assert!(
         exits_cleanly(&mut second, Duration::from_secs(10)),
