@@ -64,43 +64,55 @@ pub trait Harness: Send + Sync + 'static {
 #[derive(Debug)]
 pub struct DynHarness<H>(pub H);
 
-#[async_trait]
-impl<H: Harness> Harness for DynHarness<H> {
-    type Driver = Arc<dyn Driver>;
+/// `Harness` for a harness around another one, whose drivers are the other's, made into
+/// `$driver` by `$wrap`; everything else is the other harness's.
+macro_rules! harness_around {
+    ($harness:ident, $driver:ty, $wrap:expr) => {
+        #[async_trait]
+        impl<H: Harness> Harness for $harness<H> {
+            type Driver = $driver;
 
-    async fn available(&self) -> Result<(), String> {
-        self.0.available().await
-    }
+            async fn available(&self) -> Result<(), String> {
+                self.0.available().await
+            }
 
-    async fn open(&self, queue: &str) -> Result<Self::Driver, Error> {
-        Ok(Arc::new(self.0.open(queue).await?))
-    }
+            async fn open(&self, queue: &str) -> Result<Self::Driver, Error> {
+                Ok($wrap(self.0.open(queue).await?))
+            }
 
-    async fn push_raw(&self, queue: &str, bytes: &[u8]) -> Result<(), Error> {
-        self.0.push_raw(queue, bytes).await
-    }
+            async fn push_raw(&self, queue: &str, bytes: &[u8]) -> Result<(), Error> {
+                self.0.push_raw(queue, bytes).await
+            }
 
-    async fn pull_raw(&self, queue: &str) -> Result<Option<Vec<u8>>, Error> {
-        self.0.pull_raw(queue).await
-    }
+            async fn pull_raw(&self, queue: &str) -> Result<Option<Vec<u8>>, Error> {
+                self.0.pull_raw(queue).await
+            }
 
-    fn carries_raw(&self, bytes: &[u8]) -> bool {
-        self.0.carries_raw(bytes)
-    }
+            fn carries_raw(&self, bytes: &[u8]) -> bool {
+                self.0.carries_raw(bytes)
+            }
 
-    async fn quarantined(&self, queue: &str) -> Result<usize, Error> {
-        self.0.quarantined(queue).await
-    }
+            async fn quarantined(&self, queue: &str) -> Result<usize, Error> {
+                self.0.quarantined(queue).await
+            }
 
-    fn visibility_timeout(&self) -> Duration {
-        self.0.visibility_timeout()
-    }
+            fn visibility_timeout(&self) -> Duration {
+                self.0.visibility_timeout()
+            }
 
-    fn scale(&self) -> f64 {
-        self.0.scale()
-    }
+            fn scale(&self) -> f64 {
+                self.0.scale()
+            }
 
-    async fn cleanup(&self, queue: &str) {
-        self.0.cleanup(queue).await;
-    }
+            async fn cleanup(&self, queue: &str) {
+                self.0.cleanup(queue).await;
+            }
+        }
+    };
 }
+
+pub(super) use harness_around;
+
+harness_around!(DynHarness, Arc<dyn Driver>, |driver| -> Arc<dyn Driver> {
+    Arc::new(driver)
+});

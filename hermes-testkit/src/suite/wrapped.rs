@@ -13,46 +13,11 @@ use crate::CountingDriver;
 #[derive(Debug)]
 pub struct WrappedHarness<H>(pub H);
 
-#[async_trait]
-impl<H: Harness> Harness for WrappedHarness<H> {
-    type Driver = CountingDriver<H::Driver>;
-
-    async fn available(&self) -> Result<(), String> {
-        self.0.available().await
-    }
-
-    async fn open(&self, queue: &str) -> Result<Self::Driver, Error> {
-        Ok(CountingDriver::new(self.0.open(queue).await?))
-    }
-
-    async fn push_raw(&self, queue: &str, bytes: &[u8]) -> Result<(), Error> {
-        self.0.push_raw(queue, bytes).await
-    }
-
-    async fn pull_raw(&self, queue: &str) -> Result<Option<Vec<u8>>, Error> {
-        self.0.pull_raw(queue).await
-    }
-
-    fn carries_raw(&self, bytes: &[u8]) -> bool {
-        self.0.carries_raw(bytes)
-    }
-
-    async fn quarantined(&self, queue: &str) -> Result<usize, Error> {
-        self.0.quarantined(queue).await
-    }
-
-    fn visibility_timeout(&self) -> Duration {
-        self.0.visibility_timeout()
-    }
-
-    fn scale(&self) -> f64 {
-        self.0.scale()
-    }
-
-    async fn cleanup(&self, queue: &str) {
-        self.0.cleanup(queue).await;
-    }
-}
+super::harness::harness_around!(
+    WrappedHarness,
+    CountingDriver<H::Driver>,
+    CountingDriver::new
+);
 
 /// The facets of `driver`, as the names of those it has.
 pub fn facets_of(driver: &dyn Driver) -> Vec<&'static str> {
@@ -121,17 +86,6 @@ macro_rules! wrapped_facet_suite {
         );
     };
     (@tests $harness:expr; $($scenario:ident),* $(,)?) => {
-        $(
-            #[test]
-            fn $scenario() {
-                $crate::suite::run(
-                    || $crate::suite::WrappedHarness($harness),
-                    concat!("wrapped ", stringify!($scenario)),
-                    |harness, queue| async move {
-                        $crate::suite::scenarios::$scenario(&*harness, &queue).await
-                    },
-                );
-            }
-        )*
+        $crate::conformance_suite!(@tests $crate::suite::WrappedHarness($harness); $($scenario),*);
     };
 }
