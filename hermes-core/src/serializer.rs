@@ -47,8 +47,8 @@ pub trait Serializer: Debug + Send + Sync + 'static {
 ///
 /// A message of a [unique](crate::Unique) emit whose key is given up when it is done has the
 /// key as one more key after that (`,"unique_key":"…"`), so the worker can give it up; PHP's
-/// decoder ignores it too. On decoding, a `unique_key` that is not a string of 1 to
-/// [`MAX_UNIQUE_KEY_LEN`](crate::unique::MAX_UNIQUE_KEY_LEN) bytes is ignored.
+/// decoder ignores it too. On decoding, a `unique_key` that is not a string
+/// [`Unique::check`](crate::Unique::check) would accept (not empty, not too long) is ignored.
 ///
 /// ```
 /// use hermes_core::{JsonSerializer, Message, Serializer};

@@ -15,8 +15,8 @@
 //!
 //! On the worker side `type` is the message type when a handler is registered for it, and
 //! `other` when none is, so that messages of arbitrary types on the queue cannot make the
-//! number of series grow without bound. A failed run ([`HandlerOutcome::Failed`]) and a
-//! rejected payload ([`HandlerOutcome::Rejected`]) both count as `failed`.
+//! number of series grow without bound. A failed run ([`HandlerOutcome::Failed`](crate::HandlerOutcome::Failed)) and a
+//! rejected payload ([`HandlerOutcome::Rejected`](crate::HandlerOutcome::Rejected)) both count as `failed`.
 //!
 //! Spans: `hermes.handle` around all handlers of one message (fields `id`, `type`,
 //! `priority`, `retries`, `driver`, `traceparent` when the message has one, and `outcome` and
@@ -43,7 +43,6 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::dispatcher::HandlerOutcome;
 use crate::inspect::DeadKind;
 use crate::{Message, Priority};
 
@@ -88,32 +87,6 @@ pub fn describe() {
         "From a message's due time to the start of its handling"
     );
     describe_gauge!(IN_PROGRESS, "Messages being handled now");
-}
-
-/// The `outcome` label of a message whose handlers had `outcomes`.
-pub(crate) fn outcome_label<'a>(
-    outcomes: impl IntoIterator<Item = &'a HandlerOutcome>,
-) -> &'static str {
-    let mut label = "no_handler";
-    for outcome in outcomes {
-        let this = match outcome {
-            HandlerOutcome::Panicked(_) => "panicked",
-            HandlerOutcome::TimedOut(_) => "timed_out",
-            HandlerOutcome::Failed(_) | HandlerOutcome::Rejected(_) => "failed",
-            _ => "ok",
-        };
-        let rank = |l: &str| match l {
-            "panicked" => 4,
-            "timed_out" => 3,
-            "failed" => 2,
-            "ok" => 1,
-            _ => 0,
-        };
-        if rank(this) > rank(label) {
-            label = this;
-        }
-    }
-    label
 }
 
 /// The most `(type, priority)` keys of `hermes_emitted_total` a thread keeps built; a thread
@@ -267,31 +240,5 @@ pub(crate) struct InProgress<'a>(&'a metrics::Gauge);
 impl Drop for InProgress<'_> {
     fn drop(&mut self) {
         self.0.decrement(1.0);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_worst_outcome_of_the_handlers_names_the_message() {
-        assert_eq!(outcome_label([]), "no_handler");
-        assert_eq!(outcome_label([&HandlerOutcome::Done]), "ok");
-        assert_eq!(
-            outcome_label([
-                &HandlerOutcome::Done,
-                &HandlerOutcome::Rejected("x".into()),
-                &HandlerOutcome::NotDone
-            ]),
-            "failed"
-        );
-        assert_eq!(
-            outcome_label([
-                &HandlerOutcome::Panicked("p".into()),
-                &HandlerOutcome::TimedOut(Duration::from_secs(1))
-            ]),
-            "panicked"
-        );
     }
 }

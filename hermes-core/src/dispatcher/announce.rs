@@ -6,10 +6,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::process::Context;
-use crate::Message;
 use crate::time::unix_now;
 use crate::workers::{RunningMessage, ScheduledEntry, WorkerInfo};
+use crate::{Driver, Message, Scheduler};
 
 /// The messages a dispatcher handles now.
 #[derive(Default)]
@@ -63,19 +62,24 @@ impl Drop for RunningGuard<'_> {
 /// Announces the worker every third of `ttl`, with what it runs then; never returns. A failed
 /// announcement is logged and tried again at the next beat. Idle on a driver without live
 /// workers.
-pub(super) async fn keep_announced(ctx: &Context, mut info: WorkerInfo, ttl: Duration) {
-    let Some(workers) = ctx.driver.workers() else {
+pub(super) async fn keep_announced(
+    driver: &dyn Driver,
+    running: &Running,
+    schedulers: &[Scheduler],
+    mut info: WorkerInfo,
+    ttl: Duration,
+) {
+    let Some(workers) = driver.workers() else {
         return std::future::pending().await;
     };
     loop {
-        info.running = ctx.running.snapshot();
+        info.running = running.snapshot();
         info.busy = info.running.len();
-        info.handled = ctx.running.handled.load(Ordering::Relaxed);
-        info.failed = ctx.running.failed.load(Ordering::Relaxed);
-        info.schedules = ctx
-            .schedulers
+        info.handled = running.handled.load(Ordering::Relaxed);
+        info.failed = running.failed.load(Ordering::Relaxed);
+        info.schedules = schedulers
             .iter()
-            .flat_map(crate::Scheduler::status)
+            .flat_map(Scheduler::status)
             .map(|status| ScheduledEntry::from(&status))
             .collect();
         if let Err(e) = workers.announce(&info, ttl).await {

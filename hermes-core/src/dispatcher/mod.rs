@@ -215,7 +215,14 @@ impl Dispatcher {
                 let id = info.id.clone();
                 let ctx = ctx.clone();
                 let beat = AbortOnDrop(tokio::spawn(async move {
-                    announce::keep_announced(&ctx, info, ttl).await;
+                    announce::keep_announced(
+                        &*ctx.driver,
+                        &ctx.running,
+                        &ctx.schedulers,
+                        info,
+                        ttl,
+                    )
+                    .await;
                 }));
                 (id, beat)
             });

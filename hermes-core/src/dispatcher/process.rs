@@ -99,7 +99,7 @@ async fn process_in_span(ctx: &Context, delivery: Delivery, span: &tracing::Span
     };
     if let Some(report) = &outcome {
         let took = began.elapsed();
-        let outcome = telemetry::outcome_label(report.runs.iter().map(|r| &r.outcome));
+        let outcome = super::report::outcome_label(report.runs.iter().map(|r| &r.outcome));
         span.record("outcome", outcome);
         span.record("duration_ms", took.as_secs_f64() * 1000.0);
         metrics.handled(outcome, took);

@@ -124,3 +124,57 @@ impl fmt::Debug for Report {
             .finish()
     }
 }
+
+/// The `outcome` label of a message whose handlers had `outcomes`.
+pub(super) fn outcome_label<'a>(
+    outcomes: impl IntoIterator<Item = &'a HandlerOutcome>,
+) -> &'static str {
+    let mut label = "no_handler";
+    for outcome in outcomes {
+        let this = match outcome {
+            HandlerOutcome::Panicked(_) => "panicked",
+            HandlerOutcome::TimedOut(_) => "timed_out",
+            HandlerOutcome::Failed(_) | HandlerOutcome::Rejected(_) => "failed",
+            _ => "ok",
+        };
+        let rank = |l: &str| match l {
+            "panicked" => 4,
+            "timed_out" => 3,
+            "failed" => 2,
+            "ok" => 1,
+            _ => 0,
+        };
+        if rank(this) > rank(label) {
+            label = this;
+        }
+    }
+    label
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn the_worst_outcome_of_the_handlers_names_the_message() {
+        assert_eq!(outcome_label([]), "no_handler");
+        assert_eq!(outcome_label([&HandlerOutcome::Done]), "ok");
+        assert_eq!(
+            outcome_label([
+                &HandlerOutcome::Done,
+                &HandlerOutcome::Rejected("x".into()),
+                &HandlerOutcome::NotDone
+            ]),
+            "failed"
+        );
+        assert_eq!(
+            outcome_label([
+                &HandlerOutcome::Panicked("p".into()),
+                &HandlerOutcome::TimedOut(Duration::from_secs(1))
+            ]),
+            "panicked"
+        );
+    }
+}
