@@ -3,7 +3,7 @@
 //! informed (the watcher, the wake-up, when folders need reading again).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -103,11 +103,6 @@ impl Core {
         let queue = Arc::new(QueueDir::new(&self.directory, name));
         self.queues.insert(priority, queue);
         Ok(())
-    }
-
-    /// The directory holding the queue folders.
-    pub(crate) fn directory(&self) -> &Path {
-        &self.directory
     }
 
     pub(crate) fn schedule(&self) -> MutexGuard<'_, Schedule> {

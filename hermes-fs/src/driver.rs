@@ -136,7 +136,7 @@ impl FileSystemDriver {
 
     /// The directory holding the queue folders.
     pub fn directory(&self) -> &Path {
-        self.core.directory()
+        &self.core.directory
     }
 
     /// The folder of the queue of `priority`, when one is set up.

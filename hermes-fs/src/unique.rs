@@ -87,7 +87,7 @@ impl UniqueEmits for Core {
 
 impl Core {
     fn unique_folder(&self) -> PathBuf {
-        self.directory().join(UNIQUE_FOLDER)
+        self.directory.join(UNIQUE_FOLDER)
     }
 
     fn lock_path(&self, key: &str) -> PathBuf {

@@ -73,7 +73,7 @@ impl Workers for Core {
 
 impl Core {
     fn workers_folder(&self) -> PathBuf {
-        self.directory().join(WORKERS_FOLDER)
+        self.directory.join(WORKERS_FOLDER)
     }
 }
 

@@ -117,11 +117,10 @@ async fn process_in_span(ctx: &Context, delivery: Delivery, span: &tracing::Span
         }
         return;
     };
-    let dead_letters = ctx
-        .driver
-        .dead_letters()
-        .filter(|_| ctx.options.keep_dead_letters);
-    let dead = dead_letters.zip(report.dead_reason(message));
+    let dead = report
+        .dead_reason(message)
+        .filter(|_| ctx.options.keep_dead_letters)
+        .and_then(|reason| Some((ctx.driver.dead_letters()?, reason)));
     if let Some((dead_letters, reason)) = dead {
         tracing::warn!(
             id = message.id(),
@@ -166,7 +165,10 @@ async fn process_in_span(ctx: &Context, delivery: Delivery, span: &tracing::Span
 /// Gives up the uniqueness key of `message`, done for good, if it holds one. A failure is
 /// logged: the key then expires with its window.
 async fn release_unique_key(ctx: &Context, message: &Message) {
-    let (Some(key), Some(unique)) = (message.unique_key(), ctx.driver.unique()) else {
+    let Some(key) = message.unique_key() else {
+        return;
+    };
+    let Some(unique) = ctx.driver.unique() else {
         return;
     };
     if let Err(e) = with_retries(ctx, || unique.release(key, message.id())).await {

@@ -71,8 +71,9 @@ pub fn no_answer(driver: &'static str, what: &str, limit: Duration) -> Error {
     }
 }
 
-/// When a call of `limit` that begins now must end (a year away for the longest ones).
-fn deadline(limit: Duration) -> Instant {
+/// When a call of `limit` that begins now must end (a year away for the longest ones): the
+/// `until` of [`bounded_until`] for a call whose bound starts before its first step.
+pub fn deadline(limit: Duration) -> Instant {
     let now = Instant::now();
     now.checked_add(limit)
         .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600))

@@ -77,7 +77,7 @@ mod queue_name;
 pub mod task;
 mod url;
 
-pub use bounded::{CALL_TIMEOUT, bounded, bounded_until, no_answer};
+pub use bounded::{CALL_TIMEOUT, bounded, bounded_until, deadline, no_answer};
 pub use delivery::{Delivery, Receipt};
 pub use facets::{Browse, DeadLetters, Inspect, UniqueEmits, Workers};
 pub use priority_queues::PriorityQueues;

@@ -6,7 +6,7 @@ use std::fmt;
 use std::time::Duration;
 
 use hermes_core::Error;
-use hermes_core::driver::{CALL_TIMEOUT, async_trait, bounded_until, no_answer};
+use hermes_core::driver::{CALL_TIMEOUT, async_trait, bounded_until, deadline, no_answer};
 use redis::aio::ConnectionLike;
 use redis::{ErrorKind, ServerErrorKind, Value};
 use tokio::time::Instant;
@@ -195,13 +195,6 @@ impl<C: Clone> RedisRsClient<C> {
         .await?;
         Ok(reply(value))
     }
-}
-
-/// When a call of `limit` that begins now must end (a year away for the longest ones).
-fn deadline(limit: Duration) -> Instant {
-    let now = Instant::now();
-    now.checked_add(limit)
-        .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600))
 }
 
 /// How a call on the direct lane failed.
