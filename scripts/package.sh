@@ -9,6 +9,15 @@ crates=$(cargo metadata --format-version 1 --no-deps |
 for p in json.load(sys.stdin)["packages"]:
     if p.get("publish") is None or p["publish"]:
         print("-p", p["name"])')
+# The packaged crates are checked as if they came from a registry, which cargo unpacks once
+# under its home and never again for the same version: drop those copies, so each package is
+# checked against what was packaged now and not against an older package of the same version;
+# and forget their builds, which cargo would take as fresh for the same reason.
+for unpacked in "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/; do
+  case "$unpacked" in */index.crates.io-*) continue ;; esac
+  for name in $(echo "$crates" | sed 's/-p //g'); do rm -rf "$unpacked$name"-[0-9]*; done
+done
+rm -rf "${CARGO_TARGET_DIR:-target}"/debug/.fingerprint/hermes*
 # shellcheck disable=SC2086
 cargo package --quiet --allow-dirty $crates
 echo "packaged:" $(echo "$crates" | sed 's/-p //g')
