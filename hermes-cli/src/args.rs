@@ -12,6 +12,9 @@ use hermes_core::inspect::QueueState;
 /// (&client=fred; redis+cluster://host:port?hash_tag=T for a cluster),
 /// amqp://guest:guest@127.0.0.1:5672/%2f?queue=hermes, or
 /// sqs://hermes?endpoint=http://127.0.0.1:4566&region=us-east-1.
+///
+/// Sealed payloads show as sealed; with HERMES_SEAL_KEYS (id:base64,id:base64, the current key
+/// first) they are opened, and emitted payloads are sealed.
 #[derive(Debug, Parser)]
 #[command(name = "hermes", version)]
 pub(crate) struct Args {

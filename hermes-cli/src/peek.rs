@@ -62,12 +62,21 @@ pub(crate) async fn purge(
     Ok(())
 }
 
-/// A message as JSON, payload included: the operator asked for it.
+/// A message as JSON, payload included: the operator asked for it. A payload still sealed
+/// (no key given, or not the one it needs) shows as sealed, with the key id and its size.
 pub(crate) fn message_json(m: &Message) -> Value {
+    let payload = match hermes::seal::stored_form(m.payload()) {
+        Some(form) if form.key.is_some() => Value::String(format!(
+            "<sealed with the key {:?}, {} bytes>",
+            form.key.unwrap_or_default(),
+            form.len
+        )),
+        _ => m.payload().cloned().unwrap_or(Value::Null),
+    };
     json!({
         "id": m.id(),
         "type": m.message_type(),
-        "payload": m.payload(),
+        "payload": payload,
         "created": m.created(),
         "execute_at": m.execute_at(),
         "retries": m.retries(),

@@ -347,3 +347,76 @@ async fn cron_ls_lists_a_running_workers_entries() {
         "gone with its worker: {after}"
     );
 }
+
+#[tokio::test]
+async fn sealed_payloads_show_as_sealed_unless_the_keys_are_given() {
+    use hermes::seal::SealKey;
+
+    let queue = Queue::new("sealed");
+    let key = SealKey::generate("2026-12").unwrap();
+    let keys = format!("2026-12:{}", *key.to_base64());
+    let emitted = Command::new(env!("CARGO_BIN_EXE_hermes"))
+        .env("HERMES_URL", queue.url())
+        .env("HERMES_SEAL_KEYS", &keys)
+        .args([
+            "emit",
+            "send-email",
+            "--payload",
+            r#"{"to":"someone@example.com"}"#,
+        ])
+        .output()
+        .unwrap();
+    ok(&emitted);
+    let on_disk: String = walk(&queue.dir);
+    assert!(
+        !on_disk.contains("someone@example.com"),
+        "the payload is sealed on disk"
+    );
+
+    let shown = json(&queue.hermes(&["peek", "--json"]));
+    let payload = shown[0]["payload"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        payload.contains("sealed with the key \"2026-12\""),
+        "{shown}"
+    );
+    let opened = Command::new(env!("CARGO_BIN_EXE_hermes"))
+        .env("HERMES_URL", queue.url())
+        .env("HERMES_SEAL_KEYS", &keys)
+        .args(["peek", "--json"])
+        .output()
+        .unwrap();
+    let opened = json(&opened);
+    assert_eq!(
+        opened[0]["payload"]["to"], "someone@example.com",
+        "{opened}"
+    );
+
+    let refused = Command::new(env!("CARGO_BIN_EXE_hermes"))
+        .env("HERMES_URL", queue.url())
+        .env("HERMES_SEAL_KEYS", "2026-12:c2hvcnQ=")
+        .args(["peek"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        stderr.contains("not 32") && !stderr.contains("c2hvcnQ="),
+        "{stderr}"
+    );
+}
+
+/// Every file's text under `dir`.
+fn walk(dir: &std::path::Path) -> String {
+    let mut all = String::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            all.push_str(&walk(&path));
+        } else {
+            all.push_str(&String::from_utf8_lossy(
+                &std::fs::read(&path).unwrap_or_default(),
+            ));
+        }
+    }
+    all
+}

@@ -170,6 +170,16 @@ impl Message {
         }
     }
 
+    /// The same message with `payload` in place of its own: for a
+    /// [`Serializer`](crate::Serializer) that stores payloads in another form (sealed,
+    /// compressed) and gives them back as they were.
+    pub fn with_payload(&self, payload: Option<Value>) -> Message {
+        Message {
+            payload,
+            ..self.clone()
+        }
+    }
+
     /// The copy a retry sends: the same id, type, payload, created time and traceparent,
     /// `retries + 1`, due at `execute_at`.
     pub fn retry_copy(&self, execute_at: f64) -> Message {

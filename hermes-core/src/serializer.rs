@@ -25,6 +25,16 @@ pub trait Serializer: Debug + Send + Sync + 'static {
     fn deserialize(&self, bytes: &[u8]) -> Result<Message, DecodeError>;
 }
 
+impl Serializer for std::sync::Arc<dyn Serializer> {
+    fn serialize(&self, message: &Message) -> Result<Vec<u8>, Error> {
+        (**self).serialize(message)
+    }
+
+    fn deserialize(&self, bytes: &[u8]) -> Result<Message, DecodeError> {
+        (**self).deserialize(bytes)
+    }
+}
+
 /// Hermes' JSON format, byte for byte as PHP's `json_encode` writes it:
 ///
 /// ```json

@@ -404,3 +404,73 @@ fn emits_count_under_whichever_recorder_is_installed() {
         assert_eq!(emitted("b", "200"), None);
     }
 }
+
+/// What a `fmt` subscriber writes, kept for the test.
+#[derive(Clone, Default)]
+struct Written(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Written {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Written {
+    type Writer = Written;
+
+    fn make_writer(&'a self) -> Written {
+        self.clone()
+    }
+}
+
+/// With the default text format, a handled message writes Hermes' two lines, each naming the
+/// message once in its text and once in the fields (the span's), and no more; the size per
+/// handled message is printed.
+#[test]
+fn a_handled_message_names_its_id_once_in_the_fields_of_each_line() {
+    let written = Written::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(written.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    let _default = tracing::subscriber::set_default(subscriber);
+    let driver = MemoryDriver::new();
+    let id = "0b7f4c2e-1d6a-4f0e-9a51-3c8e2d7b6a90";
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            driver
+                .send(
+                    &Message::builder("fine").id(id).build().unwrap(),
+                    DEFAULT_PRIORITY,
+                )
+                .await
+                .unwrap();
+            let mut dispatcher = Dispatcher::new(driver.clone()).max_items(1);
+            dispatcher.register_fn("fine", |_m| async { Ok(true) });
+            written.0.lock().unwrap().clear();
+            dispatcher.handle(&[]).await.unwrap();
+        });
+    let text = String::from_utf8(written.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains(id)).collect();
+    println!(
+        "{} bytes in {} lines name the handled message:\n{}",
+        lines.iter().map(|l| l.len() + 1).sum::<usize>(),
+        lines.len(),
+        lines.join("\n")
+    );
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].contains(&format!("Start handle message #{id} (fine) priority:100")));
+    assert!(lines[1].contains(&format!("End handle message #{id} (fine)")));
+    for line in lines {
+        assert_eq!(line.matches(id).count(), 2, "{line}");
+    }
+}

@@ -16,6 +16,12 @@ mod quorum {
     hermes_testkit::conformance_suite!(super::common::QUORUM);
 }
 
+mod sealed {
+    hermes_testkit::serializer_suite!(hermes_testkit::suite::SerializedHarness::sealing(
+        super::common::CLASSIC
+    ));
+}
+
 mod wrapped {
     hermes_testkit::wrapped_facet_suite!(super::common::CLASSIC);
 }

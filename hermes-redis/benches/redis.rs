@@ -2,22 +2,24 @@
 //! libraries: emit one by one (raw: the library's `SADD` loop, an `SADD` loop on a bare
 //! socket, and `redis-benchmark -c 1`, in rounds that take turns), from 8 tasks and in batches
 //! of 100 (beside the same single-client loops), handle with a no-op handler at concurrency 1
-//! and 8 (raw: an `SPOP` loop), the emit-to-handle latency of an idle worker and the commands
-//! it sends, and the client CPU time per message; then the one-by-one emit again on tokio's
+//! and 8 (raw: an `SPOP` loop), the emit-to-handle latency of an idle worker (from a long-lived
+//! emitter, and from processes that each emit once and exit) and the commands it sends, and the client CPU time per message; then the one-by-one emit again on tokio's
 //! current-thread runtime. The multi-thread figures run on a worker thread of the runtime, as
 //! a server's request handlers do.
 //!
 //! `cargo bench -p hermes-redis --bench redis` (`HERMES_REDIS_URL`, default
 //! redis://127.0.0.1:6379; `HERMES_BENCH_N` messages per figure, default 20,000;
-//! `HERMES_BENCH_ONLY=emit` for the one-by-one emit figures alone).
+//! `HERMES_BENCH_ONLY=emit` for the one-by-one emit figures alone, `HERMES_BENCH_ONLY=latency`
+//! for the latency figures alone).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hermes_core::{DEFAULT_PRIORITY, Emitter, JsonSerializer, Message, Serializer};
+use hermes_core::{DEFAULT_PRIORITY, Driver, Emitter, JsonSerializer, Message, Serializer};
 use hermes_redis::{RedisOptions, RedisSetDriver};
 use hermes_testkit::bench::{
-    cpu_time, emit_from_tasks, emit_in_batches, idle_latency, print_ratio, time_dispatch,
+    cpu_time, emit_from_tasks, emit_in_batches, idle_latency, idle_latency_of, print_ratio,
+    time_dispatch,
 };
 
 fn url() -> String {
@@ -477,8 +479,14 @@ async fn bench(fred: bool, n: usize) {
         raw.del(&keys(&key)).await;
     }
 
-    // Latency: an idle worker, messages emitted one by one; polling as before wake-ups (every
-    // 100 ms), and woken at the default settings.
+    latency(fred, &key, &mut raw).await;
+}
+
+/// Latency: an idle worker, messages emitted one by one; polling as before wake-ups (every
+/// 100 ms), and woken at the default settings, by a long-lived emitter and by processes that
+/// each emit once and exit; and the commands an idle worker sends.
+async fn latency(fred: bool, key: &str, raw: &mut Raw) {
+    let key = key.to_owned();
     for (label, wake_ups, refresh) in [
         ("polling", false, Duration::from_millis(100)),
         ("woken", true, RedisOptions::default().refresh_interval),
@@ -495,6 +503,19 @@ async fn bench(fred: bool, n: usize) {
             "emit-to-handle latency, idle worker"
         );
         raw.del(&keys(&key)).await;
+        if wake_ups {
+            let worker = Arc::new(driver(fred, &key, tweak).await);
+            let (median, p90, p99) =
+                idle_latency_of(worker, 100, Duration::from_millis(20), || {
+                    emit_from_a_process(fred, &key)
+                })
+                .await;
+            println!(
+                "{:<44} median {median:.2?}, p90 {p90:.2?}, p99 {p99:.2?} ({label}, each from a process that emits once and exits)",
+                "emit-to-handle latency, idle worker"
+            );
+            raw.del(&keys(&key)).await;
+        }
         let per_second = idle_commands(Arc::new(driver(fred, &key, tweak).await)).await;
         println!(
             "{:<44} {per_second:.1} commands per second ({label}, refresh interval {refresh:?})",
@@ -502,6 +523,38 @@ async fn bench(fred: bool, n: usize) {
         );
         raw.del(&keys(&key)).await;
     }
+}
+
+/// Set in a copy of this binary: emit one message on this key (`<fred>:<key>`) and exit.
+const EMIT_ONCE: &str = "HERMES_BENCH_EMIT_ONCE";
+
+/// Starts a copy of this binary that emits one `latency` message on `key` and exits at once,
+/// and waits for it to end.
+async fn emit_from_a_process(fred: bool, key: &str) {
+    let status = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .env(EMIT_ONCE, format!("{fred}:{key}"))
+        .status()
+        .await
+        .expect("starting an emitting process");
+    assert!(status.success(), "an emitting process failed: {status}");
+}
+
+/// In a copy started by [`emit_from_a_process`]: connects, emits one message, and exits at
+/// once, running no destructor.
+fn emit_once(what: &str) -> ! {
+    let (fred, key) = what.split_once(':').expect("<fred>:<key>");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let emitter = driver(fred == "true", key, |_| {}).await;
+        emitter
+            .send(&Message::new("latency"), DEFAULT_PRIORITY)
+            .await
+            .unwrap();
+    });
+    std::process::exit(0)
 }
 
 /// The commands clients send per second while one idle worker waits on `driver`, over 10 s:
@@ -534,11 +587,31 @@ async fn idle_commands(driver: Arc<RedisSetDriver>) -> f64 {
 }
 
 fn main() {
+    if let Ok(what) = std::env::var(EMIT_ONCE) {
+        emit_once(&what);
+    }
     let n: usize = std::env::var("HERMES_BENCH_N")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20_000);
-    let emit_only = std::env::var("HERMES_BENCH_ONLY").is_ok_and(|only| only == "emit");
+    let only = std::env::var("HERMES_BENCH_ONLY").unwrap_or_default();
+    let emit_only = only == "emit";
+    if only == "latency" {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            for fred in [false, true] {
+                let key = format!("bench-latency-{:08x}", rand::random::<u32>());
+                let mut raw = Raw::open(fred).await;
+                println!("-- {}", if fred { "fred" } else { "redis" });
+                latency(fred, &key, &mut raw).await;
+            }
+        });
+        return;
+    }
     let multi_thread = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -53,6 +53,17 @@ pub struct RedisOptions {
     /// [`with_wake_connection`](crate::RedisSetDriver::with_wake_connection) for its workers
     /// to be woken; without, they poll every `refresh_interval`.
     pub wake_ups: bool,
+    /// Whether idle workers are also woken by the server's keyspace events when a message
+    /// lands in one of the queue's sets or in its schedule (default false).
+    ///
+    /// Emitters that do not poke, PHP Hermes' among them, then wake workers too, about one
+    /// round trip after they sent; without, their messages wait up to
+    /// [`refresh_interval`](RedisOptions::refresh_interval). The server publishes the events
+    /// only when its `notify-keyspace-events` holds `K` and the classes of sets and sorted sets
+    /// (`Ksz`, or `KA`): a worker that finds it otherwise warns once and polls. Each worker
+    /// keeps a pub/sub connection of its own, and every change of the queue's keys is then
+    /// published. One server only (a cluster publishes events on the node of each key).
+    pub keyspace_wake_ups: bool,
     /// How many messages one claim takes at most (at-least-once only); the extra ones wait in
     /// this process, claimed, until a worker asks. Default 16.
     pub prefetch: usize,
@@ -77,6 +88,7 @@ impl Default for RedisOptions {
             visibility_timeout: Duration::from_secs(300),
             refresh_interval: Duration::from_millis(2500),
             wake_ups: true,
+            keyspace_wake_ups: false,
             prefetch: 16,
             deferred_acks: true,
             retention: Retention::default(),

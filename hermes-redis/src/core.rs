@@ -10,7 +10,7 @@ use std::time::Instant;
 use hermes_core::driver::{Capabilities, Delivery, PriorityQueues};
 use hermes_core::{DEFAULT_PRIORITY, Error, JsonSerializer, Priority, Serializer};
 
-use crate::client::{OpenListener, RedisClient};
+use crate::client::{RedisClient, WakeConnections};
 use crate::naming::Keys;
 use crate::wake::Wakes;
 use crate::{DeliveryMode, RedisOptions};
@@ -89,15 +89,27 @@ pub(crate) struct RedisReceipt(pub(crate) Taken);
 
 impl Core {
     /// The state of a new driver on `client`, whose idle workers wait for wake-ups on
-    /// connections `open` makes (one per driver, opened when a worker first waits).
+    /// connections `wakes` opens (one of each kind per driver, opened when a worker first
+    /// waits).
     ///
     /// # Errors
-    /// [`Error::InvalidQueueName`] for key names that are not letters, digits, `.`, `_`, `-`.
+    /// [`Error::InvalidQueueName`] for key names that are not letters, digits, `.`, `_`, `-`;
+    /// [`Error::Config`] for [`RedisOptions::keyspace_wake_ups`] where the driver cannot
+    /// subscribe to keyspace events.
     pub(crate) fn new(
         client: Arc<dyn RedisClient>,
         options: RedisOptions,
-        open: Option<OpenListener>,
+        wakes: WakeConnections,
     ) -> Result<Self, Error> {
+        if options.keyspace_wake_ups && wakes.keyspace.is_none() {
+            return Err(Error::Config {
+                driver: client.name(),
+                message: "keyspace_wake_ups needs one Redis server (keyspace events are not \
+                          gathered across a cluster) and a driver that opens its own \
+                          connections (connect_redis, connect_fred, from_fred or from_url)"
+                    .to_owned(),
+            });
+        }
         let keys = Keys::new(&options)?;
         let sets = PriorityQueues::with(DEFAULT_PRIORITY, keys.default_set.as_str().into());
         Ok(Core::build(
@@ -106,21 +118,21 @@ impl Core {
             options,
             Arc::new(JsonSerializer),
             sets,
-            open,
+            wakes,
         ))
     }
 
     /// The state of a new instance on the same connection and queues, with `serializer`,
-    /// whose idle workers open their connections with `open`; it shares nothing else with
-    /// this one.
-    pub(crate) fn anew(&self, serializer: Arc<dyn Serializer>, open: Option<OpenListener>) -> Self {
+    /// whose idle workers open their connections for wake-ups with `wakes`; it shares nothing
+    /// else with this one.
+    pub(crate) fn anew(&self, serializer: Arc<dyn Serializer>, wakes: WakeConnections) -> Self {
         Core::build(
             self.client.clone(),
             self.keys.clone(),
             self.options.clone(),
             serializer,
             self.sets.clone(),
-            open,
+            wakes,
         )
     }
 
@@ -130,14 +142,24 @@ impl Core {
         options: RedisOptions,
         serializer: Arc<dyn Serializer>,
         sets: PriorityQueues<Arc<str>>,
-        open: Option<OpenListener>,
+        connections: WakeConnections,
     ) -> Self {
-        let open = open.filter(|_| options.wake_ups);
+        let listener = connections.listener.filter(|_| options.wake_ups);
+        let keyspace = connections
+            .keyspace
+            .filter(|_| options.keyspace_wake_ups)
+            .map(|open| {
+                let mut watched: Vec<String> =
+                    sets.all().into_iter().map(|(_, k)| k.to_string()).collect();
+                watched.push(keys.schedule.clone());
+                (open, watched)
+            });
         let wakes = Wakes::new(
             client.clone(),
             keys.wake.clone(),
             options.refresh_interval,
-            open,
+            listener,
+            keyspace,
         );
         Core {
             client,
@@ -169,6 +191,7 @@ impl Core {
 
     pub(crate) fn setup_priority_queue(&self, name: &str, priority: Priority) -> Result<(), Error> {
         let key = self.keys.set(name)?;
+        self.wakes.watch(&key);
         self.sets.insert(priority, key.into());
         Ok(())
     }

@@ -17,12 +17,16 @@ impl Core {
         body: &[u8],
         priority: Priority,
         claim: &[u8],
+        wake: bool,
     ) -> Result<(), Error> {
-        let keys = [
+        let mut keys = vec![
             self.keys.schedule.as_str(),
             &self.keys.schedule_index,
             &self.keys.in_flight,
         ];
+        if wake {
+            keys.push(&self.keys.wake);
+        }
         let priority = if priority == DEFAULT_PRIORITY {
             String::new()
         } else {

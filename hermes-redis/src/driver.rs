@@ -9,7 +9,7 @@ use hermes_core::driver::{
 use hermes_core::{Driver, Error, Message, Priority, Serializer};
 
 use crate::RedisOptions;
-use crate::client::{OpenListener, RedisClient};
+use crate::client::{RedisClient, WakeConnections};
 use crate::core::Core;
 use crate::naming::Keys;
 use crate::url::UrlConfig;
@@ -64,17 +64,17 @@ impl RedisSetDriver {
     /// # Errors
     /// [`Error::InvalidQueueName`] for key names that are not letters, digits, `.`, `_`, `-`.
     pub fn new(client: impl RedisClient, options: RedisOptions) -> Result<Self, Error> {
-        RedisSetDriver::on(Arc::new(client), options, None)
+        RedisSetDriver::on(Arc::new(client), options, WakeConnections::default())
     }
 
-    /// A driver on `client`, whose waiting workers block for wake-ups on connections `open`
-    /// makes (one per driver, opened when a worker first waits).
+    /// A driver on `client`, whose waiting workers wait for wake-ups on connections `wakes`
+    /// opens (one of each kind per driver, opened when a worker first waits).
     fn on(
         client: Arc<dyn RedisClient>,
         options: RedisOptions,
-        open: Option<OpenListener>,
+        wakes: WakeConnections,
     ) -> Result<Self, Error> {
-        let core = Core::new(client, options, open)?;
+        let core = Core::new(client, options, wakes)?;
         Ok(RedisSetDriver {
             core: Arc::new(core),
         })
@@ -92,7 +92,7 @@ impl RedisSetDriver {
     /// `schedule_key` (`hermes_schedule`), `hash_tag`, `client` (`redis` for the `redis` crate,
     /// `fred` for `fred`), `delivery` (`at-least-once` or `at-most-once`),
     /// `visibility_timeout` and `refresh_interval` (seconds), `prefetch` (a count),
-    /// `deferred_acks` and `wake_ups` (`true` or `false`).
+    /// `deferred_acks`, `wake_ups` and `keyspace_wake_ups` (`true` or `false`).
     ///
     /// ```no_run
     /// # async fn example() -> Result<(), hermes_core::Error> {
@@ -149,7 +149,7 @@ impl RedisSetDriver {
     pub fn with_serializer(self, serializer: impl Serializer) -> Self {
         let core = self
             .core
-            .anew(Arc::new(serializer), self.core.wakes.opener());
+            .anew(Arc::new(serializer), self.core.wakes.connections());
         RedisSetDriver {
             core: Arc::new(core),
         }
@@ -196,8 +196,8 @@ impl RedisSetDriver {
     /// [`Error::Config`] for a bad URL or refused credentials; a temporary error when Redis
     /// cannot be reached.
     pub async fn connect_redis(url: &str, options: RedisOptions) -> Result<Self, Error> {
-        let (client, open) = crate::client::connect::open_redis(url).await?;
-        RedisSetDriver::on(client, options, Some(open))
+        let (client, wakes) = crate::client::connect::open_redis(url).await?;
+        RedisSetDriver::on(client, options, wakes)
     }
 
     /// Connects to a Redis Cluster through any of its `nodes` (`redis://host:port`) with the
@@ -210,8 +210,8 @@ impl RedisSetDriver {
         nodes: &[&str],
         options: RedisOptions,
     ) -> Result<Self, Error> {
-        let (client, open) = crate::client::connect::open_redis_cluster(nodes).await?;
-        RedisSetDriver::on(client, options, Some(open))
+        let (client, wakes) = crate::client::connect::open_redis_cluster(nodes).await?;
+        RedisSetDriver::on(client, options, wakes)
     }
 
     /// A driver on a connection of the `redis` crate that reconnects by itself:
@@ -236,8 +236,11 @@ impl RedisSetDriver {
     where
         C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
     {
-        let open = crate::client::connect::redis_listener(connection);
-        let core = self.core.anew(self.core.serializer.clone(), Some(open));
+        let wakes = WakeConnections {
+            listener: Some(crate::client::connect::redis_listener(connection)),
+            keyspace: None,
+        };
+        let core = self.core.anew(self.core.serializer.clone(), wakes);
         RedisSetDriver {
             core: Arc::new(core),
         }
@@ -266,12 +269,8 @@ impl RedisSetDriver {
     /// # Errors
     /// [`Error::InvalidQueueName`] for invalid key names.
     pub fn from_fred(client: fred::clients::Client, options: RedisOptions) -> Result<Self, Error> {
-        let open = crate::client::connect::fred_listener(&client);
-        RedisSetDriver::on(
-            Arc::new(crate::FredClient::new(client)),
-            options,
-            Some(open),
-        )
+        let wakes = crate::client::connect::fred_wake_connections(&client);
+        RedisSetDriver::on(Arc::new(crate::FredClient::new(client)), options, wakes)
     }
 }
 

@@ -43,6 +43,7 @@ mod driver;
 #[cfg(any(feature = "redis-rs", feature = "fred"))]
 mod error;
 mod inspect;
+mod keyspace;
 mod naming;
 mod receive;
 mod scripts;

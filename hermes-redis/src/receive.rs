@@ -48,10 +48,23 @@ impl Core {
                 return Ok(None);
             }
             let _waiting = self.wakes.wait_here();
+            crate::keyspace::follow_keyspace(&self.wakes);
             // The listener starts a round at least every refresh interval; should it stop
             // doing so, the receive still looks again.
             let fallback = self.options.refresh_interval * 2;
-            let _ = tokio::time::timeout((give_up - now).min(fallback), round.changed()).await;
+            // A delayed message learned of from a keyspace event came after the listener began
+            // its wait, which may end later than the message is due: claim when it is due.
+            let due = self
+                .wakes
+                .until_next_due()
+                .filter(|_| self.wakes.follows_keyspace());
+            let wait = (give_up - now)
+                .min(fallback)
+                .min(due.unwrap_or(Duration::MAX));
+            let ended = tokio::time::timeout(wait, round.changed()).await;
+            if ended.is_err() && due.is_some_and(|due| wait >= due) {
+                self.wakes.wake_receives();
+            }
         }
     }
 
@@ -197,8 +210,14 @@ impl Core {
     async fn deliver(&self, taken: Taken) -> Result<Option<Delivery>, Error> {
         match self.serializer.deserialize(taken.body()) {
             Ok(message) if !message.is_due_at(unix_now()) => {
-                self.schedule(message.due(), taken.body(), taken.priority, taken.claim())
-                    .await?;
+                self.schedule(
+                    message.due(),
+                    taken.body(),
+                    taken.priority,
+                    taken.claim(),
+                    false,
+                )
+                .await?;
                 Ok(None)
             }
             Ok(message) => {

@@ -26,6 +26,8 @@ pub enum Script {
     Announce,
     /// Put a token in the wake list unless one is there.
     Wake,
+    /// Add messages to a set and poke the wake list, as one send that carries its poke.
+    Send,
     /// Take a uniqueness key and queue the message, or neither when the key is held.
     SendUnique,
     /// Give a uniqueness key up when its holder still holds it.
@@ -34,7 +36,7 @@ pub enum Script {
 
 impl Script {
     /// Every script.
-    pub const ALL: [Script; 13] = [
+    pub const ALL: [Script; 14] = [
         Script::Claim,
         Script::Schedule,
         Script::Nack,
@@ -46,6 +48,7 @@ impl Script {
         Script::Unbury,
         Script::Announce,
         Script::Wake,
+        Script::Send,
         Script::SendUnique,
         Script::ReleaseUnique,
     ];
@@ -64,6 +67,7 @@ impl Script {
             Script::Unbury => UNBURY,
             Script::Announce => ANNOUNCE,
             Script::Wake => WAKE,
+            Script::Send => SEND,
             Script::SendUnique => SEND_UNIQUE,
             Script::ReleaseUnique => RELEASE_UNIQUE,
         }
@@ -162,13 +166,35 @@ end
 return out
 ";
 
-/// KEYS: 1 schedule, 2 priority index of the schedule, 3 in-flight. ARGV: 1 due time, 2 message,
+/// The Lua function `wake(list)` a script pokes the wake list with: a token goes in unless one
+/// is there (returns 1 when it put one in, 0 when one was still there: no one waited for it),
+/// and an unclaimed token stays 60 s.
+macro_rules! wake_function {
+    () => {
+        r"
+local function wake(list)
+  local pushed = 0
+  if redis.call('LLEN', list) == 0 then
+    redis.call('RPUSH', list, '1')
+    pushed = 1
+  end
+  redis.call('PEXPIRE', list, 60000)
+  return pushed
+end
+"
+    };
+}
+
+/// KEYS: 1 schedule, 2 priority index of the schedule, 3 in-flight, 4 the wake list to poke
+/// (none: no poke). ARGV: 1 due time, 2 message,
 /// 3 priority ('' for the default priority, which Hermes' promotion assumes anyway), 4 now,
 /// 5 the claim the message leaves ('' when none).
 /// A message of another priority also gets the index entry `<priority>|<message>` with the same
 /// due time; whoever promotes it removes it. Entries whose message a promoter that knows no
 /// index (PHP's) took are removed here. Returns 0 when the claim is gone (nothing is scheduled).
-const SCHEDULE: &str = r"
+const SCHEDULE: &str = concat!(
+    wake_function!(),
+    r"
 if ARGV[5] ~= '' and redis.call('ZREM', KEYS[3], ARGV[5]) == 0 then return 0 end
 redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
 if ARGV[3] ~= '' then redis.call('ZADD', KEYS[2], ARGV[1], ARGV[3] .. '|' .. ARGV[2]) end
@@ -179,8 +205,10 @@ for _, entry in ipairs(stale) do
     redis.call('ZREM', KEYS[2], entry)
   end
 end
+if KEYS[4] then wake(KEYS[4]) end
 return 1
-";
+"
+);
 
 /// KEYS: 1 in-flight, 2 the set to return to. ARGV: 1 the claim.
 /// Returns 0 when the claim is gone (expired and returned already).
@@ -441,23 +469,29 @@ end
 return 1
 ";
 
-/// KEYS: 1 the wake list. ARGV: 1 how long an unclaimed token stays, in milliseconds.
-/// Returns 1 when it put a token in, 0 when one was still there (no one waited for it).
-const WAKE: &str = r"
-local pushed = 0
-if redis.call('LLEN', KEYS[1]) == 0 then
-  redis.call('RPUSH', KEYS[1], '1')
-  pushed = 1
+/// KEYS: 1 the wake list. Returns what `wake` returns.
+const WAKE: &str = concat!(wake_function!(), "return wake(KEYS[1])\n");
+
+/// KEYS: 1 the set, 2 the wake list. ARGV: the messages. Adds them (a thousand per `SADD`, so
+/// no call passes Lua too many arguments) and returns what `wake` returns.
+const SEND: &str = concat!(
+    wake_function!(),
+    r"
+for i = 1, #ARGV, 1000 do
+  redis.call('SADD', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
-return pushed
-";
+return wake(KEYS[2])
+"
+);
 
 /// KEYS: 1 the uniqueness key, 2 the priority set, 3 schedule, 4 priority index of the
-/// schedule. ARGV: 1 the holder (the message id), 2 the window in milliseconds, 3 message,
+/// schedule, 5 the wake list to poke (none: no poke). ARGV: 1 the holder (the message id), 2
+/// the window in milliseconds, 3 message,
 /// 4 due time ('' when due now), 5 priority ('' for the default one), as in SCHEDULE.
 /// Returns 0 when the key is held (nothing is queued), 1 when the message was queued.
-const SEND_UNIQUE: &str = r"
+const SEND_UNIQUE: &str = concat!(
+    wake_function!(),
+    r"
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
 if ARGV[4] == '' then
   redis.call('SADD', KEYS[2], ARGV[3])
@@ -465,8 +499,10 @@ else
   redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
   if ARGV[5] ~= '' then redis.call('ZADD', KEYS[4], ARGV[4], ARGV[5] .. '|' .. ARGV[3]) end
 end
+if KEYS[5] then wake(KEYS[5]) end
 return 1
-";
+"
+);
 
 /// KEYS: 1 the uniqueness key. ARGV: 1 the holder. Removes the key when the holder holds it.
 const RELEASE_UNIQUE: &str = r"

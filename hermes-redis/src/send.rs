@@ -1,25 +1,35 @@
 //! Sending: a message due now is added to its priority's set (`SADD`), a delayed one to the
-//! schedule; idle workers are woken after.
+//! schedule; idle workers are woken by a poke the send carries when one is due, or by one sent
+//! soon after (see the wake-ups).
 
 use hermes_core::time::unix_now;
 use hermes_core::{Error, Message, Priority};
 
 use crate::core::Core;
+use crate::scripts::Script;
+use crate::wake::Carried;
 
 impl Core {
     pub(crate) async fn send(&self, message: &Message, priority: Priority) -> Result<(), Error> {
         message.check()?;
         let key = self.sets.get(priority)?;
         let body = self.serializer.serialize(message)?;
-        match message.execute_at() {
-            Some(at) if at > unix_now() => self.schedule(at, &body, priority, &[]).await?,
+        let carried = self.carry();
+        let pushed = match message.execute_at() {
+            Some(at) if at > unix_now() => {
+                self.schedule(at, &body, priority, &[], carried.is_some())
+                    .await?;
+                None
+            }
+            _ if carried.is_some() => Some(self.send_and_wake(&key, &[&body]).await?),
             _ => {
                 self.client
                     .command("SADD", &[key.as_bytes(), &body])
                     .await?;
+                None
             }
-        }
-        self.wake_workers();
+        };
+        self.woken(carried, pushed);
         Ok(())
     }
 
@@ -44,22 +54,61 @@ impl Core {
         if messages.is_empty() {
             return Ok(());
         }
+        // The set's messages carry a poke due now; delayed ones alone get it once all are in,
+        // so the woken worker sees the earliest due time among them.
+        let mut carried = self.carry();
+        let carried_by_add = carried.is_some() && !due_now.is_empty() && later.is_empty();
         let add = async {
             if due_now.is_empty() {
-                return Ok(());
+                return Ok(None);
+            }
+            let bodies: Vec<&[u8]> = due_now.iter().map(Vec::as_slice).collect();
+            if carried_by_add {
+                return self.send_and_wake(&key, &bodies).await.map(Some);
             }
             let mut args: Vec<&[u8]> = Vec::with_capacity(due_now.len() + 1);
             args.push(key.as_bytes());
-            args.extend(due_now.iter().map(Vec::as_slice));
-            self.client.command("SADD", &args).await.map(drop)
+            args.extend(bodies);
+            self.client.command("SADD", &args).await.map(|_| None)
         };
         let schedule = futures_util::future::try_join_all(
             later
                 .iter()
-                .map(|(at, body)| self.schedule(*at, body, priority, &[])),
+                .map(|(at, body)| self.schedule(*at, body, priority, &[], false)),
         );
-        futures_util::try_join!(add, schedule)?;
-        self.wake_workers();
+        let (mut pushed, _) = futures_util::try_join!(add, schedule)?;
+        if carried.is_some() && !carried_by_add {
+            pushed = Some(self.wakes.poke_now().await?);
+        }
+        self.woken(carried.take(), pushed);
         Ok(())
+    }
+
+    /// Adds `bodies` to the set `key` and pokes the wake list in one script: whether the poke
+    /// put a token in.
+    async fn send_and_wake(&self, key: &str, bodies: &[&[u8]]) -> Result<bool, Error> {
+        let reply = self
+            .client
+            .eval(Script::Send, &[key, &self.keys.wake], bodies)
+            .await?;
+        Ok(reply.as_int() != Some(0))
+    }
+
+    /// A poke for the send about to go to carry, when wake-ups are on and one is due.
+    pub(crate) fn carry(&self) -> Option<Carried> {
+        if self.options.wake_ups {
+            self.wakes.carry()
+        } else {
+            None
+        }
+    }
+
+    /// Ends a send: its carried poke went (`pushed`: whether it put a token in, when known),
+    /// or, when it carried none, a poke is asked for.
+    pub(crate) fn woken(&self, carried: Option<Carried>, pushed: Option<bool>) {
+        match carried {
+            Some(carried) => carried.sent(pushed),
+            None => self.wake_workers(),
+        }
     }
 }

@@ -63,11 +63,13 @@ impl Core {
         }
     }
 
-    /// Gives back the messages claimed ahead and removes the deferred acknowledgements.
+    /// Gives back the messages claimed ahead, removes the deferred acknowledgements and sends
+    /// the wake-up poke still owed.
     pub(crate) async fn flush(self: &Arc<Self>) -> Result<(), Error> {
         let buffered: Vec<Taken> = self.buffer().drain(..).collect();
+        let poked = self.wakes.flush().await;
         let acked = self.remove_acked().await;
-        self.give_back_all(&buffered).await.and(acked)
+        self.give_back_all(&buffered).await.and(acked).and(poked)
     }
 
     /// Gives back every one of `taken`; the first error, if any, after trying all.

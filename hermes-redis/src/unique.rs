@@ -38,12 +38,16 @@ impl UniqueEmits for Core {
             priority.to_string()
         };
         let lock = self.unique_key(unique.key());
-        let keys = [
+        let carried = self.carry();
+        let mut keys = vec![
             lock.as_str(),
             &*set,
             &self.keys.schedule,
             &self.keys.schedule_index,
         ];
+        if carried.is_some() {
+            keys.push(&self.keys.wake);
+        }
         let window_ms = unique.window().as_millis().max(1).to_string();
         let reply = self
             .client
@@ -60,9 +64,12 @@ impl UniqueEmits for Core {
             )
             .await?;
         if reply == Reply::Int(0) {
+            if let Some(carried) = carried {
+                carried.unused();
+            }
             return Ok(Emitted::Duplicate);
         }
-        self.wake_workers();
+        self.woken(carried, None);
         Ok(Emitted::Queued)
     }
 

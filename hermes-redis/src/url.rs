@@ -8,7 +8,7 @@ use crate::naming::Keys;
 use crate::{DeliveryMode, RedisOptions};
 
 /// The parameters a Redis URL takes.
-const PARAMETERS: [&str; 11] = [
+const PARAMETERS: [&str; 12] = [
     "key",
     "schedule_key",
     "hash_tag",
@@ -19,6 +19,7 @@ const PARAMETERS: [&str; 11] = [
     "prefetch",
     "deferred_acks",
     "wake_ups",
+    "keyspace_wake_ups",
     "nodes",
 ];
 
@@ -91,6 +92,9 @@ impl UrlConfig {
         }
         if let Some(wake_ups) = url.take_bool("wake_ups")? {
             options.wake_ups = wake_ups;
+        }
+        if let Some(keyspace) = url.take_bool("keyspace_wake_ups")? {
+            options.keyspace_wake_ups = keyspace;
         }
         let client = url.take("client").unwrap_or_else(|| "redis".to_owned());
         let cluster = url.scheme() == "redis+cluster";

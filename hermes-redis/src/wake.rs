@@ -1,12 +1,17 @@
 //! Wake-ups: an idle worker finds a message a Rust emitter sent about one round trip later,
 //! instead of at its next look at the queue.
 //!
-//! - After each `send`, the emitter's driver pokes the queue's wake list `<key>_wake` (in the
-//!   queue's hash slot): it holds one token at most, and expires by itself. Pokes are
-//!   coalesced: one script in flight at a time per process, at most one per millisecond, and a
-//!   poke made meanwhile is sent after it, so no send goes without one.
+//! - A send pokes the queue's wake list `<key>_wake` (in the queue's hash slot): it holds one
+//!   token at most, and expires by itself. Pokes are coalesced: one at a time per process, at
+//!   most one per millisecond. A send that finds a poke due carries it in its own script, so
+//!   the message and the token arrive together and nothing is left for later; a send made
+//!   while a poke is in flight or too recent leaves one pending, sent by a task of this
+//!   process once it is due, by `flush`, or, when the last handle of the driver is dropped,
+//!   on a connection of its own before the drop returns. A process that emits once and exits
+//!   thus wakes a worker, and so does one that emits a burst and ends, however it ends short
+//!   of being killed.
 //! - A poke that finds the last token still there knows that no worker waits (a waiting
-//!   worker takes a token at once), so the next poke waits twice as long, up to
+//!   worker takes a token at once), so the next one waits twice as long, up to
 //!   [`LONGEST_POKE_GAP`]; one that finds the list empty goes back to the shortest gap. A busy
 //!   emitter with busy workers thus sends a few pokes a second. A worker that begins to wait
 //!   meanwhile takes the token that is there and claims; a message sent just after that claim
@@ -16,22 +21,21 @@
 //!   or until the next delayed message is due, and tells the waiting receives to claim when it
 //!   returns, token or not. An idle worker thus sends two commands per refresh interval.
 //! - A claim that took a full batch pokes too, so the next idle worker claims what is left.
-//! - PHP emitters do not poke: their messages are found when the listener's wait ends.
+//! - PHP emitters do not poke: their messages are found when the listener's wait ends, or at
+//!   once with [`RedisOptions::keyspace_wake_ups`](crate::RedisOptions) on a server that
+//!   publishes keyspace events.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hermes_core::Error;
 use hermes_core::time::unix_now;
 use tokio::sync::{Notify, watch};
 
-use crate::client::{OpenListener, RedisClient, Reply};
+use crate::client::{OpenKeyspace, OpenListener, RedisClient, Reply, WakeConnections};
 use crate::scripts::Script;
-
-/// How long the wake list keeps an unclaimed token.
-const TOKEN_TTL_MS: &str = "60000";
 
 /// The longest one blocking wait, well within the client's bound on a call.
 const LONGEST_BLOCK: Duration = Duration::from_secs(3);
@@ -48,6 +52,9 @@ const POKE_RETRIES: u32 = 10;
 /// The most time between two attempts at a poke lost on a broken connection.
 const LONGEST_RETRY_GAP: Duration = Duration::from_millis(500);
 
+/// The longest the drop of a driver's last handle waits for the poke it owes.
+const LAST_POKE_LIMIT: Duration = Duration::from_secs(1);
+
 /// What the driver's clones share for wake-ups: the wake list and the client that pokes it,
 /// and the state of the poker and the listener.
 pub(crate) struct Wakes {
@@ -56,10 +63,17 @@ pub(crate) struct Wakes {
     key: String,
     /// The longest a listener blocks, the driver's refresh interval.
     refresh: Duration,
-    /// The emit side: a poke is wanted, and the task sending them is told so.
+    /// The emit side: a poke is wanted, and the task sending them is told so; whether a
+    /// poke is in flight, when the next may leave (nanoseconds after `epoch`), the gap after
+    /// the last one, and how many pokes in a row were lost on a broken connection.
     pending: AtomicBool,
     poke: Arc<Notify>,
     poker: AtomicBool,
+    in_flight: AtomicBool,
+    epoch: Instant,
+    next_at: AtomicU64,
+    gap: AtomicU64,
+    failures: AtomicU32,
     /// The receive side: how many receives wait, the number the listener raises each time
     /// they should claim, and whether it runs.
     waiting: AtomicUsize,
@@ -68,6 +82,11 @@ pub(crate) struct Wakes {
     /// The listener's connection once opened, and how to open one (none: receives poll).
     connection: tokio::sync::Mutex<Option<Arc<dyn RedisClient>>>,
     open: Option<OpenListener>,
+    /// How to subscribe to keyspace events (none: not wanted), the keys whose events wake
+    /// receives, and whether the task following them runs.
+    keyspace: Option<OpenKeyspace>,
+    watched: watch::Sender<Vec<String>>,
+    following: AtomicBool,
     /// When the earliest delayed message is due (Unix seconds, as f64 bits; 0: none known), as
     /// the last claim that found nothing saw it.
     next_due: AtomicU64,
@@ -92,18 +111,25 @@ impl Drop for Wakes {
     fn drop(&mut self) {
         // Ends the poker's wait, so its task ends with the driver.
         self.poke.notify_one();
+        if self.pending.load(Ordering::Acquire) {
+            self.poke_on_the_way_out();
+        }
     }
 }
 
 impl Wakes {
     /// Wake-ups through the list `key`, poked on `client`; receives are woken when `open`
-    /// gives a listener's connection, and poll otherwise.
+    /// gives a listener's connection, and poll otherwise; and by the keyspace events of the
+    /// keys given with `keyspace`, when given.
     pub(crate) fn new(
         client: Arc<dyn RedisClient>,
         key: String,
         refresh: Duration,
         open: Option<OpenListener>,
+        keyspace: Option<(OpenKeyspace, Vec<String>)>,
     ) -> Self {
+        let (keyspace, watched) =
+            keyspace.map_or((None, Vec::new()), |(open, keys)| (Some(open), keys));
         Wakes {
             client,
             key,
@@ -111,11 +137,19 @@ impl Wakes {
             pending: AtomicBool::new(false),
             poke: Arc::new(Notify::new()),
             poker: AtomicBool::new(false),
+            in_flight: AtomicBool::new(false),
+            epoch: Instant::now(),
+            next_at: AtomicU64::new(0),
+            gap: AtomicU64::new(nanos(POKE_GAP)),
+            failures: AtomicU32::new(0),
             waiting: AtomicUsize::new(0),
             round: watch::Sender::new(0),
             listener: AtomicBool::new(false),
             connection: tokio::sync::Mutex::new(None),
             open,
+            keyspace,
+            watched: watch::Sender::new(watched),
+            following: AtomicBool::new(false),
             next_due: AtomicU64::new(0),
             claims: watch::Sender::new(0),
             empty_in: AtomicU64::new(0),
@@ -123,9 +157,42 @@ impl Wakes {
         }
     }
 
-    /// How this driver opens a listener's connection, for a new instance on the same queue.
-    pub(crate) fn opener(&self) -> Option<OpenListener> {
-        self.open.clone()
+    /// How this driver opens its connections for wake-ups, for a new instance on the same
+    /// queue.
+    pub(crate) fn connections(&self) -> WakeConnections {
+        WakeConnections {
+            listener: self.open.clone(),
+            keyspace: self.keyspace.clone(),
+        }
+    }
+
+    /// Adds `key` to the keys whose keyspace events wake receives.
+    pub(crate) fn watch(&self, key: &str) {
+        self.watched.send_if_modified(|keys| {
+            let new = !keys.iter().any(|k| k == key);
+            if new {
+                keys.push(key.to_owned());
+            }
+            new
+        });
+    }
+
+    /// How long until the earliest delayed message the last empty claim saw is due.
+    pub(crate) fn until_next_due(&self) -> Option<Duration> {
+        self.next_due()
+            .map(|at| Duration::try_from_secs_f64(at - unix_now()).unwrap_or_default())
+    }
+
+    /// Whether receives are also woken by keyspace events.
+    pub(crate) fn follows_keyspace(&self) -> bool {
+        self.keyspace.is_some()
+    }
+
+    /// Starts a round of claims, when receives wait.
+    pub(crate) fn wake_receives(&self) {
+        if self.waiting.load(Ordering::Acquire) > 0 {
+            self.round.send_modify(|n| *n = n.wrapping_add(1));
+        }
     }
 
     /// Whether receives are woken (a listener can be opened), rather than polling.
@@ -173,7 +240,23 @@ impl Wakes {
         (bits != 0).then(|| f64::from_bits(bits))
     }
 
-    /// Asks for a poke of the wake list; the poker task sends it. Starts the task once.
+    /// A poke for the send about to go to carry in its own script, when one is due: none is
+    /// in flight and the gap since the last one is over. It stands for every poke asked for
+    /// before; give it back with [`Carried::sent`] once the send's script ran.
+    pub(crate) fn carry(self: &Arc<Self>) -> Option<Carried> {
+        if !self.until_due().is_zero() {
+            return None;
+        }
+        let sending = Sending::take(self)?;
+        let owed = self.pending.swap(false, Ordering::AcqRel);
+        Some(Carried {
+            sending: Some(sending),
+            owed,
+        })
+    }
+
+    /// Asks for a poke of the wake list, sent by the poker task once due. Starts the task
+    /// once.
     pub(crate) fn poke(self: &Arc<Self>) {
         self.pending.store(true, Ordering::Release);
         self.poke.notify_one();
@@ -185,53 +268,124 @@ impl Wakes {
         tokio::spawn(async move {
             // Lets a later poke start another task when this one's runtime shuts down.
             let _running = PokerRunning(weak.clone());
-            let mut gap = POKE_GAP;
-            let mut failures = 0;
             loop {
                 notify.notified().await;
-                let Some(wakes) = weak.upgrade() else { return };
-                if wakes.pending.swap(false, Ordering::AcqRel) {
-                    gap = match wakes.send_poke().await {
-                        Ok(true) => {
-                            failures = 0;
-                            POKE_GAP
-                        }
-                        Ok(false) => {
-                            failures = 0;
-                            (gap * 2).min(LONGEST_POKE_GAP)
-                        }
-                        Err(e) if e.is_temporary() && failures < POKE_RETRIES => {
-                            // Lost on a broken connection: sent again, further apart each time
-                            // (for about two seconds in all), so that a send just before a
-                            // short outage keeps its poke.
-                            failures += 1;
-                            wakes.pending.store(true, Ordering::Release);
-                            notify.notify_one();
-                            (POKE_GAP * (1 << failures)).min(LONGEST_RETRY_GAP)
-                        }
-                        Err(_) => {
-                            failures = 0;
-                            POKE_GAP
-                        }
+                loop {
+                    let Some(wakes) = weak.upgrade() else { return };
+                    if !wakes.pending.load(Ordering::Acquire) {
+                        break;
+                    }
+                    let wait = wakes.until_due();
+                    if !wait.is_zero() {
+                        drop(wakes);
+                        tokio::time::sleep(wait).await;
+                        continue;
+                    }
+                    // A poke in flight tells this task when it ends, if one is still wanted.
+                    let Some(sending) = Sending::take(&wakes) else {
+                        break;
                     };
+                    if !wakes.pending.swap(false, Ordering::AcqRel) {
+                        break;
+                    }
+                    let result = wakes.poke_now().await;
+                    sending.done(result);
                 }
-                drop(wakes);
-                tokio::time::sleep(gap).await;
             }
         });
     }
 
-    /// Pokes the wake list: whether it put a token in (`false`: the last one was still there).
-    async fn send_poke(&self) -> Result<bool, Error> {
+    /// Sends the poke asked for and not sent yet, if any.
+    ///
+    /// # Cancellation safety
+    /// Dropped before it ends, the poke is asked for again and the poker task sends it.
+    pub(crate) async fn flush(self: &Arc<Self>) -> Result<(), Error> {
+        if !self.pending.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let again = PokeAgain(self);
+        self.poke_now().await?;
+        std::mem::forget(again);
+        Ok(())
+    }
+
+    /// How long until the next poke may leave.
+    fn until_due(&self) -> Duration {
+        let now = nanos(self.epoch.elapsed());
+        Duration::from_nanos(self.next_at.load(Ordering::Acquire).saturating_sub(now))
+    }
+
+    /// Records how the poke in flight ended (`Ok(None)`: it went, whether it put a token in is
+    /// not known), and sets when the next may leave.
+    fn poked(self: &Arc<Self>, result: Result<Option<bool>, Error>) {
+        let gap = Duration::from_nanos(self.gap.load(Ordering::Acquire));
+        let gap = match result {
+            Ok(pushed) => {
+                self.failures.store(0, Ordering::Release);
+                match pushed {
+                    Some(true) => POKE_GAP,
+                    Some(false) => (gap * 2).min(LONGEST_POKE_GAP),
+                    None => gap,
+                }
+            }
+            Err(e) if e.is_temporary() && self.failures.load(Ordering::Acquire) < POKE_RETRIES => {
+                // Lost on a broken connection: sent again, further apart each time (for about
+                // two seconds in all), so that a send just before a short outage keeps its
+                // poke.
+                let failures = self.failures.fetch_add(1, Ordering::AcqRel) + 1;
+                self.pending.store(true, Ordering::Release);
+                (POKE_GAP * (1 << failures)).min(LONGEST_RETRY_GAP)
+            }
+            Err(_) => {
+                self.failures.store(0, Ordering::Release);
+                POKE_GAP
+            }
+        };
+        self.gap.store(nanos(gap), Ordering::Release);
+        let next = nanos(self.epoch.elapsed()) + nanos(gap);
+        self.next_at.store(next, Ordering::Release);
+    }
+
+    /// Pokes the wake list now: whether it put a token in (`false`: the last one was still
+    /// there).
+    pub(crate) async fn poke_now(&self) -> Result<bool, Error> {
         let reply = self
             .client
-            .eval(
-                Script::Wake,
-                &[self.key.as_str()],
-                &[TOKEN_TTL_MS.as_bytes()],
-            )
+            .eval(Script::Wake, &[self.key.as_str()], &[])
             .await?;
         Ok(reply.as_int() != Some(0))
+    }
+
+    /// Sends the poke still owed as the driver goes away, on a connection and a runtime of its
+    /// own (the driver's runtime may be ending), waiting at most [`LAST_POKE_LIMIT`]. Without a
+    /// way to open a connection, the poke is handed to the driver's runtime, if it runs.
+    fn poke_on_the_way_out(&self) {
+        let key = self.key.clone();
+        let Some(open) = self.open.clone() else {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                let client = self.client.clone();
+                runtime.spawn(async move {
+                    let _ = client.eval(Script::Wake, &[key.as_str()], &[]).await;
+                });
+            }
+            return;
+        };
+        let poke = std::thread::spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            runtime.block_on(async {
+                let _ = tokio::time::timeout(LAST_POKE_LIMIT, async {
+                    let client = open().await?;
+                    client.eval(Script::Wake, &[key.as_str()], &[]).await
+                })
+                .await;
+            });
+        });
+        let _ = poke.join();
     }
 
     /// Counts a receive as waiting, and starts the listener when it does not run.
@@ -294,6 +448,78 @@ impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         self.0.waiting.fetch_sub(1, Ordering::AcqRel);
     }
+}
+
+/// The one poke in flight of this process; ends it when dropped.
+struct Sending(Arc<Wakes>);
+
+impl Sending {
+    /// Takes the turn to poke, unless a poke is in flight.
+    fn take(wakes: &Arc<Wakes>) -> Option<Sending> {
+        (!wakes.in_flight.swap(true, Ordering::AcqRel)).then(|| Sending(wakes.clone()))
+    }
+
+    /// Ends the poke with its outcome, and hands the turn to a poke asked for meanwhile.
+    fn done(self, result: Result<bool, Error>) {
+        self.0.poked(result.map(Some));
+    }
+}
+
+impl Drop for Sending {
+    fn drop(&mut self) {
+        self.0.in_flight.store(false, Ordering::Release);
+        if self.0.pending.load(Ordering::Acquire) {
+            self.0.poke();
+        }
+    }
+}
+
+/// A poke a send carries in its own script (see [`Wakes::carry`]).
+pub(crate) struct Carried {
+    sending: Option<Sending>,
+    /// Whether a poke was asked for before, which this one stands for.
+    owed: bool,
+}
+
+impl Carried {
+    /// The send's script ran and poked: `pushed` tells whether it put a token in, when known.
+    pub(crate) fn sent(mut self, pushed: Option<bool>) {
+        if let Some(sending) = self.sending.take() {
+            sending.0.poked(Ok(pushed));
+        }
+    }
+
+    /// The send's script ran without poking (it queued nothing): a poke asked for before is
+    /// still owed.
+    pub(crate) fn unused(mut self) {
+        if let Some(sending) = self.sending.take()
+            && self.owed
+        {
+            sending.0.pending.store(true, Ordering::Release);
+        }
+    }
+}
+
+impl Drop for Carried {
+    fn drop(&mut self) {
+        // The send failed or was dropped: whether its poke went is not known, so one is owed.
+        if let Some(sending) = self.sending.take() {
+            sending.0.pending.store(true, Ordering::Release);
+        }
+    }
+}
+
+/// Asks for a poke again when a flush is dropped before its poke went.
+struct PokeAgain<'a>(&'a Arc<Wakes>);
+
+impl Drop for PokeAgain<'_> {
+    fn drop(&mut self) {
+        self.0.poke();
+    }
+}
+
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Clears the poker flag when the poker task ends, however it ends.
@@ -370,5 +596,33 @@ async fn listen(weak: Weak<Wakes>) {
         drop(wakes);
         // The round's claim tells when the next delayed message is due; wait for it briefly.
         let _ = tokio::time::timeout(Duration::from_millis(100), claims.changed()).await;
+    }
+}
+
+impl Wakes {
+    /// What the task following keyspace events needs, when they are wanted and the task does
+    /// not run yet (it runs from then on): how to subscribe, the keys to follow, and the
+    /// refresh interval. The task clears the flag with [`Wakes::followed`] when it ends.
+    pub(crate) fn follow(&self) -> Option<(OpenKeyspace, watch::Receiver<Vec<String>>, Duration)> {
+        let open = self.keyspace.clone()?;
+        if self.following.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        Some((open, self.watched.subscribe(), self.refresh))
+    }
+
+    /// The task following keyspace events ended.
+    pub(crate) fn followed(&self) {
+        self.following.store(false, Ordering::Release);
+    }
+
+    /// The queue's key, for logs.
+    pub(crate) fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The client the driver sends on.
+    pub(crate) fn client(&self) -> &Arc<dyn RedisClient> {
+        &self.client
     }
 }

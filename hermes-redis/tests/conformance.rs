@@ -74,6 +74,24 @@ mod redis_rs_immediate_acks {
     hermes_testkit::conformance_suite!(super::RedisHarness(super::IMMEDIATE_ACKS));
 }
 
+mod redis_rs_sealed {
+    hermes_testkit::serializer_suite!(hermes_testkit::suite::SerializedHarness::sealing(
+        super::RedisHarness(super::Setup::REDIS_RS)
+    ));
+}
+
+mod fred_sealed {
+    hermes_testkit::serializer_suite!(hermes_testkit::suite::SerializedHarness::sealing(
+        super::RedisHarness(super::Setup::FRED)
+    ));
+}
+
+mod cluster_sealed {
+    hermes_testkit::serializer_suite!(hermes_testkit::suite::SerializedHarness::sealing(
+        super::RedisHarness(super::CLUSTER)
+    ));
+}
+
 mod redis_rs_wrapped {
     hermes_testkit::wrapped_facet_suite!(super::RedisHarness(super::Setup::REDIS_RS));
 }

@@ -143,6 +143,70 @@ async fn a_php_emitters_message_is_found_at_the_next_look() {
     }
 }
 
+/// With keyspace wake-ups on a server that publishes the events, a PHP emitter's message (a
+/// bare `SADD`) and a delayed one (a bare `ZADD`) are taken at once, though the refresh
+/// interval is long; a cluster refuses the option.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyspace_events_wake_a_worker_for_a_php_emitter() {
+    use common::own_redis::{OwnRedis, PASSWORD, free_port};
+
+    let server = OwnRedis::start_with(free_port(), &["--notify-keyspace-events", "Ksz"]);
+    let mut raw = redis::Client::open(server.url(PASSWORD))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .expect("the server of this test");
+    for client in ["redis", "fred"] {
+        let queue = unique_queue_name("keyspace");
+        let url = format!(
+            "{}0?key={queue}&schedule_key={queue}_schedule&client={client}\
+             &refresh_interval=10&prefetch=1&keyspace_wake_ups=true",
+            server.url(PASSWORD)
+        );
+        let worker = RedisSetDriver::from_url(&url).await.expect("connecting");
+        // A message due now, then one due in half a second.
+        for (id, delay) in [("php-now", 0.0), ("php-later", 0.5)] {
+            let receive = waiting_receive(&worker);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let body = JsonSerializer
+                .serialize(&Message::builder("php").id(id).build().unwrap())
+                .unwrap();
+            if delay > 0.0 {
+                let due = hermes_core::time::unix_now() + delay;
+                let _: i64 = redis::cmd("ZADD")
+                    .arg(format!("{queue}_schedule"))
+                    .arg(due)
+                    .arg(&body)
+                    .query_async(&mut raw)
+                    .await
+                    .unwrap();
+            } else {
+                let _: i64 = redis::cmd("SADD")
+                    .arg(&queue)
+                    .arg(&body)
+                    .query_async(&mut raw)
+                    .await
+                    .unwrap();
+            }
+            let (taken, took) = receive.await.unwrap().expect("a message");
+            assert_eq!(taken, id);
+            let limit = Duration::from_secs_f64(0.3 + delay + 0.4);
+            assert!(took < limit, "{client}: {id} was taken after {took:?}");
+        }
+    }
+    let cluster = format!(
+        "{}?hash_tag=t&keyspace_wake_ups=true",
+        common::cluster_url().replacen("redis://", "redis+cluster://", 1)
+    );
+    let Err(refused) = RedisSetDriver::from_url(&cluster).await else {
+        panic!("keyspace wake-ups on a cluster were accepted");
+    };
+    assert!(
+        refused.to_string().contains("keyspace_wake_ups"),
+        "{refused}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_idle_workers_both_take_part_in_a_burst() {
     for setup in SETUPS {

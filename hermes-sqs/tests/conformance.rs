@@ -14,6 +14,12 @@ mod dyn_driver {
     ));
 }
 
+mod sealed {
+    hermes_testkit::serializer_suite!(hermes_testkit::suite::SerializedHarness::sealing(
+        super::common::SqsHarness
+    ));
+}
+
 mod wrapped {
     hermes_testkit::wrapped_facet_suite!(super::common::SqsHarness);
 }

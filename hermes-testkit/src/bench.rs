@@ -59,22 +59,54 @@ pub fn cpu_time() -> Duration {
     Duration::from_millis((ticks(11) + ticks(12)) * 10)
 }
 
-/// Emit-to-handle latency of an idle worker: `samples` messages of type `message_type` sent one
+/// Emit-to-handle latency of an idle worker: `samples` messages of type `latency` sent one
 /// by one through `emitter`, `gap` apart, handled by a dispatcher on `worker`. Returns the
 /// median, the 90th and the 99th percentile.
 ///
 /// # Panics
-/// When a send or the dispatcher fails: a benchmark has no better way out.
+/// When a send or the dispatcher fails.
 pub async fn idle_latency(
     worker: std::sync::Arc<dyn hermes_core::Driver>,
     emitter: std::sync::Arc<dyn hermes_core::Driver>,
     samples: u64,
     gap: Duration,
 ) -> (Duration, Duration, Duration) {
+    idle_latency_of(worker, samples, gap, || {
+        let emitter = emitter.clone();
+        async move {
+            emitter
+                .send(
+                    &hermes_core::Message::new("latency"),
+                    hermes_core::DEFAULT_PRIORITY,
+                )
+                .await
+                .expect("sending a latency sample");
+        }
+    })
+    .await
+}
+
+/// Emit-to-handle latency of an idle worker: `samples` times, `emit` sends one message of
+/// type `latency` (from this process or from another one it starts), then waits `gap`; a
+/// dispatcher on `worker` handles them. The latency of a message runs from its creation
+/// time to its handler. Returns the median, the 90th and the 99th percentile.
+///
+/// # Panics
+/// When the dispatcher fails.
+pub async fn idle_latency_of<F, Fut>(
+    worker: std::sync::Arc<dyn hermes_core::Driver>,
+    samples: u64,
+    gap: Duration,
+    mut emit: F,
+) -> (Duration, Duration, Duration)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     use std::sync::{Arc, Mutex};
 
     use hermes_core::time::unix_now;
-    use hermes_core::{DEFAULT_PRIORITY, Dispatcher, Message, handler_fn};
+    use hermes_core::{Dispatcher, Message, handler_fn};
 
     let latencies: Arc<Mutex<Vec<f64>>> = Arc::default();
     let record = latencies.clone();
@@ -94,10 +126,7 @@ pub async fn idle_latency(
     );
     let running = tokio::spawn(async move { dispatcher.handle(&[]).await });
     for _ in 0..samples {
-        emitter
-            .send(&Message::new("latency"), DEFAULT_PRIORITY)
-            .await
-            .expect("sending a latency sample");
+        emit().await;
         tokio::time::sleep(gap).await;
     }
     running

@@ -61,6 +61,14 @@ impl Harness for MemoryHarness {
         Ok(driver)
     }
 
+    async fn open_with(
+        &self,
+        queue: &str,
+        serializer: std::sync::Arc<dyn hermes_core::Serializer>,
+    ) -> Result<MemoryDriver, Error> {
+        Ok(self.open(queue).await?.with_serializer(serializer))
+    }
+
     async fn push_raw(&self, queue: &str, bytes: &[u8]) -> Result<(), Error> {
         self.existing(queue)?.push_raw(DEFAULT_PRIORITY, bytes)
     }

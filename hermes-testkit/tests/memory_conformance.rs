@@ -10,6 +10,12 @@ mod dyn_driver {
     ));
 }
 
+mod sealed {
+    hermes_testkit::serializer_suite!(hermes_testkit::suite::SerializedHarness::sealing(
+        hermes_testkit::MemoryHarness::new()
+    ));
+}
+
 mod wrapped {
     hermes_testkit::wrapped_facet_suite!(hermes_testkit::MemoryHarness::new());
 }

@@ -52,6 +52,7 @@
 //! | `rabbitmq` | RabbitMQ (`hermes::rabbitmq`) | `amqp://`, `amqps://` |
 //! | `sqs` | Amazon SQS (`hermes::sqs`) | `sqs://queue-name?region=…` |
 //! | `memory` | in this process, for tests (`hermes::memory`) | `memory://name` |
+//! | `seal` | sealed and compressed payloads on any backend (`hermes::seal`) | |
 //!
 //! Each backend crate documents its URL's parameters; the `hermes` command takes the same URLs.
 //! The guide (`docs/` in the repository) walks through jobs, handlers, each backend, operating
@@ -109,6 +110,15 @@ pub mod memory {
     pub use hermes_testkit::{MemoryDriver, MemoryOptions};
 }
 
+/// Sealed and compressed payloads: a serializer that encrypts each message's payload with
+/// rotating keys (see [`hermes_seal`]).
+#[cfg(feature = "seal")]
+#[cfg_attr(docsrs, doc(cfg(feature = "seal")))]
+pub mod seal {
+    #[doc(inline)]
+    pub use hermes_seal::*;
+}
+
 /// The README and the guide's chapters, whose Rust code runs as this crate's doc tests.
 #[cfg(doctest)]
 mod guide {
@@ -135,6 +145,7 @@ mod guide {
         PeriodicAndUnique = "../../docs/src/periodic-and-unique.md",
         Testing = "../../docs/src/testing.md",
         Php = "../../docs/src/php.md",
+        SealedPayloads = "../../docs/src/sealed-payloads.md",
         Faults = "../../docs/src/faults.md",
         Guarantees = "../../docs/src/guarantees.md",
         Performance = "../../docs/src/performance.md",

@@ -17,6 +17,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 pub use options::DispatcherOptions;
 pub use report::{HandlerOutcome, HandlerRun, Report};
@@ -319,7 +320,16 @@ impl Dispatcher {
     /// Dropping the future drops the running handler.
     pub async fn perform(&self, message: &Message, priority: Priority) -> Report {
         let env = Env::new(&self.options, self.cancel.clone(), None);
-        run_handlers(&self.handlers, message, priority, &env).await
+        let span = tracing::info_span!(
+            "hermes.handle",
+            id = message.id(),
+            r#type = message.message_type(),
+            priority,
+            retries = message.retries(),
+        );
+        run_handlers(&self.handlers, message, priority, &env)
+            .instrument(span)
+            .await
     }
 }
 

@@ -108,7 +108,6 @@ async fn process_in_span(ctx: &Context, delivery: Delivery, span: &tracing::Span
     }
     let Some(report) = outcome else {
         tracing::warn!(
-            id = message.id(),
             "Handling of message #{} did not finish within the grace period; it is left for redelivery",
             message.id()
         );
@@ -123,8 +122,6 @@ async fn process_in_span(ctx: &Context, delivery: Delivery, span: &tracing::Span
         .and_then(|reason| Some((ctx.driver.dead_letters()?, reason)));
     if let Some((dead_letters, reason)) = dead {
         tracing::warn!(
-            id = message.id(),
-            r#type = message.message_type(),
             "Message #{} goes to the dead letters - {}",
             message.id(),
             reason.kind
@@ -173,7 +170,6 @@ async fn release_unique_key(ctx: &Context, message: &Message) {
     };
     if let Err(e) = with_retries(ctx, || unique.release(key, message.id())).await {
         tracing::warn!(
-            id = message.id(),
             "Giving up the uniqueness key of message #{} failed, it expires with its window - {e}",
             message.id()
         );
@@ -192,7 +188,6 @@ async fn keep_claimed(ctx: &Context, claim: &Claim) -> std::convert::Infallible 
         tokio::time::sleep(claim.lease() / 2).await;
         if let Err(e) = ctx.driver.extend(delivery, claim.lease()).await {
             tracing::warn!(
-                id = delivery.message().id(),
                 "Extending the claim of message #{} failed - {e}",
                 delivery.message().id()
             );

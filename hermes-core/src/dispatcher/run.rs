@@ -53,13 +53,10 @@ pub(super) async fn run_handlers(
     priority: Priority,
     env: &Env,
 ) -> Report {
+    // The message's fields are on the span around the handling (`hermes.handle`): the
+    // events carry Hermes' text alone, so a log line names the message once in its fields.
     let (id, message_type) = (message.id(), message.message_type());
-    tracing::info!(
-        id,
-        r#type = message_type,
-        priority,
-        "Start handle message #{id} ({message_type}) priority:{priority}"
-    );
+    tracing::info!("Start handle message #{id} ({message_type}) priority:{priority}");
     let mut report = Report {
         runs: Vec::new(),
         retry: None,
@@ -72,29 +69,19 @@ pub(super) async fn run_handlers(
         let outcome = run_one(handler.as_ref(), message, priority, env).await;
         let name = handler.name();
         match &outcome {
-            HandlerOutcome::Done | HandlerOutcome::NotDone => tracing::info!(
-                id,
-                r#type = message_type,
-                "End handle message #{id} ({message_type})"
-            ),
-            HandlerOutcome::Failed(error) => tracing::error!(
-                id,
-                r#type = message_type,
-                "Handler {name} throws exception - {error}"
-            ),
-            HandlerOutcome::Panicked(text) => tracing::error!(
-                id,
-                r#type = message_type,
-                "Handler {name} throws exception - panicked: {text}"
-            ),
-            HandlerOutcome::TimedOut(limit) => tracing::error!(
-                id,
-                r#type = message_type,
-                "Handler {name} timed out after {limit:?}"
-            ),
+            HandlerOutcome::Done | HandlerOutcome::NotDone => {
+                tracing::info!("End handle message #{id} ({message_type})");
+            }
+            HandlerOutcome::Failed(error) => {
+                tracing::error!("Handler {name} throws exception - {error}");
+            }
+            HandlerOutcome::Panicked(text) => {
+                tracing::error!("Handler {name} throws exception - panicked: {text}");
+            }
+            HandlerOutcome::TimedOut(limit) => {
+                tracing::error!("Handler {name} timed out after {limit:?}");
+            }
             HandlerOutcome::Rejected(reason) => tracing::error!(
-                id,
-                r#type = message_type,
                 "Handler {name} throws exception - {reason}; not retried, it cannot succeed"
             ),
         }

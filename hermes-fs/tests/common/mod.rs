@@ -158,6 +158,14 @@ impl Harness for FsHarness {
         FileSystemDriver::with_options(self.dir.path(), queue, test_options())
     }
 
+    async fn open_with(
+        &self,
+        queue: &str,
+        serializer: std::sync::Arc<dyn hermes_core::Serializer>,
+    ) -> Result<FileSystemDriver, Error> {
+        Ok(self.open(queue).await?.with_serializer(serializer))
+    }
+
     async fn push_raw(&self, queue: &str, bytes: &[u8]) -> Result<(), Error> {
         drop_file(self.dir.path(), queue, bytes);
         Ok(())

@@ -158,6 +158,14 @@ impl Harness for RabbitHarness {
         RabbitMqDriver::new(&amqp_url(), queue, options)
     }
 
+    async fn open_with(
+        &self,
+        queue: &str,
+        serializer: std::sync::Arc<dyn hermes_core::Serializer>,
+    ) -> Result<RabbitMqDriver, Error> {
+        Ok(self.open(queue).await?.with_serializer(serializer))
+    }
+
     async fn push_raw(&self, queue: &str, bytes: &[u8]) -> Result<(), Error> {
         let connection = raw().await.expect("the broker is reachable");
         let channel = connection.create_channel().await.expect("a channel");

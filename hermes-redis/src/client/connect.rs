@@ -6,13 +6,15 @@ use std::sync::Arc;
 use hermes_core::Error;
 use hermes_core::driver::{CALL_TIMEOUT, bounded};
 
-use super::{OpenListener, RedisClient};
+use super::{OpenKeyspace, OpenListener, RedisClient, WakeConnections};
 
 /// Connects to `url` with the `redis` crate, on one multiplexed connection that is opened
 /// again when it breaks and, for plain TCP and RESP2, a direct lane beside it; listeners open
 /// a connection of their own to the same server.
 #[cfg(feature = "redis-rs")]
-pub(crate) async fn open_redis(url: &str) -> Result<(Arc<dyn RedisClient>, OpenListener), Error> {
+pub(crate) async fn open_redis(
+    url: &str,
+) -> Result<(Arc<dyn RedisClient>, WakeConnections), Error> {
     use super::RedisRsClient;
     use super::reconnect::ReconnectingConnection;
     use crate::error::redis_error;
@@ -35,6 +37,7 @@ pub(crate) async fn open_redis(url: &str) -> Result<(Arc<dyn RedisClient>, OpenL
             .map_err(redis_error)
     })
     .await?;
+    let keyspace = redis_keyspace(client.clone());
     let open: OpenListener = Arc::new(move || {
         let client = client.clone();
         let config = config.clone();
@@ -46,7 +49,48 @@ pub(crate) async fn open_redis(url: &str) -> Result<(Arc<dyn RedisClient>, OpenL
         })
     });
     let client = RedisRsClient::new(connection.clone()).with_lane(connection);
-    Ok((Arc::new(client), open))
+    let wakes = WakeConnections {
+        listener: Some(open),
+        keyspace: Some(keyspace),
+    };
+    Ok((Arc::new(client), wakes))
+}
+
+/// Subscriptions to keyspace events on a pub/sub connection of the `redis` crate of their own.
+#[cfg(feature = "redis-rs")]
+fn redis_keyspace(client: redis::Client) -> OpenKeyspace {
+    use futures_util::StreamExt;
+
+    let db = client.get_connection_info().redis_settings().db();
+    Arc::new(move |keys: Vec<String>| {
+        let client = client.clone();
+        Box::pin(async move {
+            let name = crate::NAME;
+            let pubsub = bounded(
+                name,
+                "subscribing to keyspace events",
+                CALL_TIMEOUT,
+                async {
+                    let mut pubsub = client
+                        .get_async_pubsub()
+                        .await
+                        .map_err(crate::error::redis_error)?;
+                    for key in keys {
+                        pubsub
+                            .subscribe(format!("__keyspace@{db}__:{key}"))
+                            .await
+                            .map_err(crate::error::redis_error)?;
+                    }
+                    Ok(pubsub)
+                },
+            )
+            .await?;
+            let events = pubsub
+                .into_on_message()
+                .map(|m| m.get_payload::<String>().unwrap_or_default());
+            Ok(events.boxed())
+        })
+    })
 }
 
 /// Connects to a Redis Cluster through any of its `nodes` with the `redis` crate; listeners
@@ -54,7 +98,7 @@ pub(crate) async fn open_redis(url: &str) -> Result<(Arc<dyn RedisClient>, OpenL
 #[cfg(feature = "redis-rs")]
 pub(crate) async fn open_redis_cluster(
     nodes: &[&str],
-) -> Result<(Arc<dyn RedisClient>, OpenListener), Error> {
+) -> Result<(Arc<dyn RedisClient>, WakeConnections), Error> {
     use super::RedisRsClient;
     use crate::error::redis_error;
 
@@ -78,7 +122,11 @@ pub(crate) async fn open_redis_cluster(
             Ok(Arc::new(RedisRsClient::new(connection)) as Arc<dyn RedisClient>)
         })
     });
-    Ok((Arc::new(RedisRsClient::new(connection)), open))
+    let wakes = WakeConnections {
+        listener: Some(open),
+        keyspace: None,
+    };
+    Ok((Arc::new(RedisRsClient::new(connection)), wakes))
 }
 
 /// Listeners that wait on `connection`, a connection of the `redis` crate of their own.
@@ -142,10 +190,26 @@ pub(crate) async fn open_fred(url: &str) -> Result<fred::clients::Client, Error>
     Ok(client)
 }
 
-/// Listeners that wait on a client of their own, with the configuration of `client`
-/// (`clone_new`), connected when a worker first waits.
+/// Connections for wake-ups on clients of their own with the configuration of `client`,
+/// connected when first needed: listeners (`clone_new`), and on a single server,
+/// subscriptions to keyspace events.
 #[cfg(feature = "fred")]
-pub(crate) fn fred_listener(client: &fred::clients::Client) -> OpenListener {
+pub(crate) fn fred_wake_connections(client: &fred::clients::Client) -> WakeConnections {
+    use fred::interfaces::ClientLike;
+
+    let single = matches!(
+        client.client_config().server,
+        fred::types::config::ServerConfig::Centralized { .. }
+    );
+    WakeConnections {
+        listener: Some(fred_listener(client)),
+        keyspace: single.then(|| fred_keyspace(client)),
+    }
+}
+
+/// Listeners that wait on a client of their own, with the configuration of `client`.
+#[cfg(feature = "fred")]
+fn fred_listener(client: &fred::clients::Client) -> OpenListener {
     use fred::interfaces::ClientLike;
 
     let template = client.clone();
@@ -156,4 +220,86 @@ pub(crate) fn fred_listener(client: &fred::clients::Client) -> OpenListener {
             Ok(Arc::new(super::FredClient::new(listener)) as Arc<dyn RedisClient>)
         })
     })
+}
+
+/// Subscriptions to keyspace events on a `fred` subscriber client of their own, which
+/// subscribes again after it reconnects.
+#[cfg(feature = "fred")]
+fn fred_keyspace(client: &fred::clients::Client) -> OpenKeyspace {
+    use fred::clients::SubscriberClient;
+    use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
+
+    let template = client.clone();
+    Arc::new(move |keys: Vec<String>| {
+        let config = template.client_config();
+        let db = config.database.unwrap_or(0);
+        let subscriber = SubscriberClient::new(
+            config,
+            Some(template.perf_config()),
+            Some(template.connection_config().clone()),
+            template.client_reconnect_policy(),
+        );
+        Box::pin(async move {
+            let name = crate::FRED_NAME;
+            let events = subscriber.keyspace_event_rx();
+            let subscribed = bounded(
+                name,
+                "subscribing to keyspace events",
+                CALL_TIMEOUT,
+                async {
+                    subscriber.init().await.map_err(crate::error::fred_error)?;
+                    let channels: Vec<String> = keys
+                        .iter()
+                        .map(|key| format!("__keyspace@{db}__:{key}"))
+                        .collect();
+                    subscriber
+                        .subscribe(channels)
+                        .await
+                        .map_err(crate::error::fred_error)
+                },
+            )
+            .await;
+            let subscription = Subscription {
+                resubscribing: subscriber.manage_subscriptions(),
+                subscriber,
+            };
+            subscribed?;
+            let events = futures_util::stream::unfold(
+                (events, subscription),
+                |(mut events, subscription)| async move {
+                    use tokio::sync::broadcast::error::RecvError;
+                    match events.recv().await {
+                        Ok(event) => Some((event.operation, (events, subscription))),
+                        // Some were missed: one event wakes as well as many.
+                        Err(RecvError::Lagged(_)) => Some((String::new(), (events, subscription))),
+                        Err(RecvError::Closed) => None,
+                    }
+                },
+            );
+            Ok(Box::pin(events) as futures_util::stream::BoxStream<'static, String>)
+        })
+    })
+}
+
+/// A `fred` subscriber client and its task that subscribes again after a reconnect; both end
+/// with it.
+#[cfg(feature = "fred")]
+struct Subscription {
+    subscriber: fred::clients::SubscriberClient,
+    resubscribing: tokio::task::JoinHandle<()>,
+}
+
+#[cfg(feature = "fred")]
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        use fred::interfaces::ClientLike;
+
+        self.resubscribing.abort();
+        let subscriber = self.subscriber.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = subscriber.quit().await;
+            });
+        }
+    }
 }

@@ -5,6 +5,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
+use futures_util::stream::BoxStream;
 use hermes_core::Error;
 use hermes_core::driver::async_trait;
 
@@ -94,3 +95,21 @@ pub trait RedisClient: Debug + Send + Sync + 'static {
 /// Opens a connection of its own for the blocking command of the wake-ups' listener.
 pub(crate) type OpenListener =
     Arc<dyn Fn() -> BoxFuture<'static, Result<Arc<dyn RedisClient>, Error>> + Send + Sync>;
+
+/// Opens a subscription of its own to the keyspace events of the keys given
+/// (`__keyspace@<db>__:<key>`), and gives the name of each event (`sadd`, `zadd`, …) as it
+/// comes; the stream ends when the subscription is lost.
+pub(crate) type OpenKeyspace = Arc<
+    dyn Fn(Vec<String>) -> BoxFuture<'static, Result<BoxStream<'static, String>, Error>>
+        + Send
+        + Sync,
+>;
+
+/// How a driver opens connections of its own for wake-ups: the one its idle workers block on
+/// (none: they poll), and one subscribed to keyspace events (none: the server's topology has
+/// no single place to subscribe, as on a cluster).
+#[derive(Clone, Default)]
+pub(crate) struct WakeConnections {
+    pub(crate) listener: Option<OpenListener>,
+    pub(crate) keyspace: Option<OpenKeyspace>,
+}

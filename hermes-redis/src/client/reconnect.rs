@@ -1,6 +1,6 @@
 //! A multiplexed connection of the `redis` crate that opens a new one after the old one broke.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
@@ -35,10 +35,27 @@ struct Shared {
 }
 
 /// The connection in use and how many were opened before it: a call that saw connection `n`
-/// break drops it only when it is still `n`, not the new one another call opened since.
+/// break drops it only when it is still `n`, not the new one another call opened since. And
+/// whether the runtime it was opened on still runs: the connection's task ends with it, so a
+/// call from another runtime then opens a new one instead of failing.
 struct Current {
     connection: Option<MultiplexedConnection>,
     generation: u64,
+    runtime_alive: Weak<()>,
+}
+
+/// A token that lives as long as the current runtime runs: a task of that runtime holds it,
+/// and is dropped when the runtime shuts down.
+fn runtime_alive() -> Weak<()> {
+    let alive = Arc::new(());
+    let token = Arc::downgrade(&alive);
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(async move {
+            let _alive = alive;
+            std::future::pending::<()>().await;
+        });
+    }
+    token
 }
 
 impl ReconnectingConnection {
@@ -60,6 +77,7 @@ impl ReconnectingConnection {
                 current: Mutex::new(Current {
                     connection: Some(first),
                     generation: 0,
+                    runtime_alive: runtime_alive(),
                 }),
                 opening: tokio::sync::Mutex::new(()),
                 lane: None,
@@ -78,7 +96,10 @@ impl ReconnectingConnection {
     }
 
     fn current(&self) -> Option<(MultiplexedConnection, u64)> {
-        let current = self.lock_current();
+        let mut current = self.lock_current();
+        if current.runtime_alive.strong_count() == 0 {
+            current.connection = None;
+        }
         current
             .connection
             .clone()
@@ -102,6 +123,7 @@ impl ReconnectingConnection {
         let mut current = self.lock_current();
         current.generation += 1;
         current.connection = Some(connection.clone());
+        current.runtime_alive = runtime_alive();
         Ok((connection, current.generation))
     }
 

@@ -180,6 +180,14 @@ impl Harness for RedisHarness {
         self.0.connect(self.0.options(queue)).await
     }
 
+    async fn open_with(
+        &self,
+        queue: &str,
+        serializer: std::sync::Arc<dyn hermes_core::Serializer>,
+    ) -> Result<RedisSetDriver, Error> {
+        Ok(self.open(queue).await?.with_serializer(serializer))
+    }
+
     async fn push_raw(&self, queue: &str, bytes: &[u8]) -> Result<(), Error> {
         let key = self.0.key(queue, queue);
         self.0.cmd::<i64>(&[b"SADD", key.as_bytes(), bytes]).await;

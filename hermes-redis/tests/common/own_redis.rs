@@ -16,16 +16,16 @@ pub struct OwnRedis {
 
 impl OwnRedis {
     pub fn start() -> OwnRedis {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        OwnRedis::start_on(port)
+        OwnRedis::start_on(free_port())
     }
 
     /// A new server on `port`, as a restarted Redis comes back on its port.
     pub fn start_on(port: u16) -> OwnRedis {
+        OwnRedis::start_with(port, &[])
+    }
+
+    /// A new server on `port`, with more settings (`--name value` pairs).
+    pub fn start_with(port: u16, settings: &[&str]) -> OwnRedis {
         let child = Command::new("redis-server")
             .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
             .args([
@@ -36,6 +36,7 @@ impl OwnRedis {
                 "--requirepass",
                 PASSWORD,
             ])
+            .args(settings)
             .stdout(Stdio::null())
             .spawn()
             .expect("redis-server is installed (the test command installs it)");
@@ -61,6 +62,15 @@ impl OwnRedis {
             .unwrap();
         assert!(status.success());
     }
+}
+
+/// A loopback port no one listens on.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// Whether a Redis on `port` answers a `PING` (with `-NOAUTH`, as it asks for a password): a

@@ -211,6 +211,14 @@ impl Harness for SqsHarness {
         SqsDriver::with_options(client().await, queue, options())
     }
 
+    async fn open_with(
+        &self,
+        queue: &str,
+        serializer: std::sync::Arc<dyn hermes_core::Serializer>,
+    ) -> Result<SqsDriver, Error> {
+        Ok(self.open(queue).await?.with_serializer(serializer))
+    }
+
     async fn push_raw(&self, queue: &str, bytes: &[u8]) -> Result<(), Error> {
         let client = client().await;
         let url = queue_url(&client, queue).await;

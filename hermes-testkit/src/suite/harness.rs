@@ -1,7 +1,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hermes_core::{Driver, Error, async_trait};
+use hermes_core::{Driver, Error, Serializer, async_trait};
 
 /// What the conformance suite needs from a driver crate: a way to open driver instances on a
 /// named queue, and a few facts about them.
@@ -20,6 +20,40 @@ pub trait Harness: Send + Sync + 'static {
     /// serializer (Hermes' JSON, as the scenarios push and read it). Every call opens a new,
     /// independent instance (as another process would) on the same queue.
     async fn open(&self, queue: &str) -> Result<Self::Driver, Error>;
+
+    /// Opens an instance as [`open`](Harness::open) does, with `serializer` in place of the
+    /// driver's default one (the driver's `with_serializer`), for
+    /// [`SerializedHarness`](crate::suite::SerializedHarness). Default: an error saying the
+    /// harness cannot.
+    async fn open_with(
+        &self,
+        queue: &str,
+        serializer: Arc<dyn Serializer>,
+    ) -> Result<Self::Driver, Error> {
+        let _ = (queue, serializer);
+        Err(Error::Config {
+            driver: "testkit",
+            message: "this harness opens drivers with their default serializer only".into(),
+        })
+    }
+
+    /// The serializer the instances encode with, when it is not the driver's default
+    /// (Hermes' JSON). Default: none.
+    fn serializer(&self) -> Option<Arc<dyn Serializer>> {
+        None
+    }
+
+    /// Whether the serializer keeps payloads unreadable on the queue (it seals them). Default:
+    /// false.
+    fn hides_payloads(&self) -> bool {
+        false
+    }
+
+    /// Bytes that look like a message but that the serializer refuses (a payload sealed with
+    /// a key it does not hold, say), to check that they are quarantined. Default: none.
+    fn refused_input(&self) -> Option<Vec<u8>> {
+        None
+    }
 
     /// Puts `bytes` on the default queue called `queue` as a foreign producer would, without
     /// going through the driver's serializer.
@@ -78,6 +112,26 @@ macro_rules! harness_around {
 
             async fn open(&self, queue: &str) -> Result<Self::Driver, Error> {
                 Ok($wrap(self.0.open(queue).await?))
+            }
+
+            async fn open_with(
+                &self,
+                queue: &str,
+                serializer: std::sync::Arc<dyn hermes_core::Serializer>,
+            ) -> Result<Self::Driver, Error> {
+                Ok($wrap(self.0.open_with(queue, serializer).await?))
+            }
+
+            fn serializer(&self) -> Option<std::sync::Arc<dyn hermes_core::Serializer>> {
+                self.0.serializer()
+            }
+
+            fn hides_payloads(&self) -> bool {
+                self.0.hides_payloads()
+            }
+
+            fn refused_input(&self) -> Option<Vec<u8>> {
+                self.0.refused_input()
             }
 
             async fn push_raw(&self, queue: &str, bytes: &[u8]) -> Result<(), Error> {

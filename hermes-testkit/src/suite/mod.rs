@@ -27,6 +27,7 @@ mod jobs;
 mod payloads;
 mod priorities;
 mod raw_fuzz;
+mod serializers;
 mod support;
 mod unique;
 mod workers;
@@ -49,6 +50,9 @@ pub mod scenarios {
     pub use super::payloads::*;
     pub use super::priorities::*;
     pub use super::raw_fuzz::*;
+    pub use super::serializers::{
+        input_the_serializer_refuses_is_quarantined, the_queue_holds_what_the_serializer_writes,
+    };
     pub use super::support::{HIGH, LOW};
     pub use super::unique::*;
     pub use super::workers::*;
@@ -60,6 +64,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use harness::{DynHarness, Harness};
+pub use serializers::SerializedHarness;
 pub use wrapped::{WrappedHarness, facets_of};
 
 /// How a scenario ended when it did not fail.
@@ -196,6 +201,8 @@ macro_rules! conformance_suite {
             dispatcher_keeps_a_slow_handlers_claim,
             concurrent_consumers_each_message_once,
             undecodable_input_is_quarantined,
+            the_queue_holds_what_the_serializer_writes,
+            input_the_serializer_refuses_is_quarantined,
             empty_receive_returns_within_wait,
             large_payload_round_trip,
             oversized_payload_rejected,
@@ -286,6 +293,19 @@ mod tests {
             assert!(
                 defined.contains(name),
                 "{name} in the list is not a scenario"
+            );
+        }
+    }
+
+    #[test]
+    fn the_serializer_suite_runs_scenarios_of_the_suite() {
+        let all = listed(include_str!("mod.rs"));
+        let serialized = listed(include_str!("serializers.rs"));
+        assert!(serialized.len() >= 8, "{serialized:?}");
+        for name in &serialized {
+            assert!(
+                all.contains(name),
+                "{name} in serializer_suite! is not a scenario"
             );
         }
     }
