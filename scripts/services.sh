@@ -30,6 +30,8 @@ need() {
 ensure_redis() {
   need redis-server redis-server
   need redis-cli redis-tools
+  # The TLS tests make their certificates with it.
+  need openssl openssl
   if redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
     return 0
   fi

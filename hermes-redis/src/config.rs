@@ -64,6 +64,9 @@ pub struct RedisOptions {
     /// keeps a pub/sub connection of its own, and every change of the queue's keys is then
     /// published. One server only (a cluster publishes events on the node of each key).
     pub keyspace_wake_ups: bool,
+    /// For `rediss://`: a PEM file of the certificate authorities the server's certificate
+    /// must chain to, instead of the system's (a self-signed or private CA). Default none.
+    pub tls_ca: Option<std::path::PathBuf>,
     /// How many messages one claim takes at most (at-least-once only); the extra ones wait in
     /// this process, claimed, until a worker asks. Default 16.
     pub prefetch: usize,
@@ -89,6 +92,7 @@ impl Default for RedisOptions {
             refresh_interval: Duration::from_millis(2500),
             wake_ups: true,
             keyspace_wake_ups: false,
+            tls_ca: None,
             prefetch: 16,
             deferred_acks: true,
             retention: Retention::default(),

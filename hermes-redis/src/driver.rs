@@ -92,7 +92,8 @@ impl RedisSetDriver {
     /// `schedule_key` (`hermes_schedule`), `hash_tag`, `client` (`redis` for the `redis` crate,
     /// `fred` for `fred`), `delivery` (`at-least-once` or `at-most-once`),
     /// `visibility_timeout` and `refresh_interval` (seconds), `prefetch` (a count),
-    /// `deferred_acks`, `wake_ups` and `keyspace_wake_ups` (`true` or `false`).
+    /// `deferred_acks`, `wake_ups` and `keyspace_wake_ups` (`true` or `false`), `tls_ca` (the
+    /// path of a PEM file of certificate authorities, for `rediss://`).
     ///
     /// ```no_run
     /// # async fn example() -> Result<(), hermes_core::Error> {
@@ -196,7 +197,8 @@ impl RedisSetDriver {
     /// [`Error::Config`] for a bad URL or refused credentials; a temporary error when Redis
     /// cannot be reached.
     pub async fn connect_redis(url: &str, options: RedisOptions) -> Result<Self, Error> {
-        let (client, wakes) = crate::client::connect::open_redis(url).await?;
+        let ca = crate::client::connect::read_tls_ca(options.tls_ca.as_deref(), crate::NAME)?;
+        let (client, wakes) = crate::client::connect::open_redis(url, ca).await?;
         RedisSetDriver::on(client, options, wakes)
     }
 
@@ -258,7 +260,8 @@ impl RedisSetDriver {
     /// [`Error::Config`] for a bad URL or refused credentials; a temporary error when Redis
     /// cannot be reached.
     pub async fn connect_fred(url: &str, options: RedisOptions) -> Result<Self, Error> {
-        let client = crate::client::connect::open_fred(url).await?;
+        let ca = crate::client::connect::read_tls_ca(options.tls_ca.as_deref(), crate::FRED_NAME)?;
+        let client = crate::client::connect::open_fred(url, ca).await?;
         RedisSetDriver::from_fred(client, options)
     }
 

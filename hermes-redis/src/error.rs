@@ -12,6 +12,22 @@ fn refused_credentials(driver: &'static str) -> Error {
     }
 }
 
+/// The error for a server whose TLS certificate is not trusted: permanent.
+fn untrusted_certificate(driver: &'static str) -> Error {
+    Error::Config {
+        driver,
+        message: "the Redis server's TLS certificate is not trusted (give the certificate \
+                  authority it chains to with tls_ca, or check the host name)"
+            .to_owned(),
+    }
+}
+
+/// Whether an error's text says a TLS certificate was refused.
+fn certificate_refused(text: &str) -> bool {
+    let text = text.to_ascii_lowercase();
+    text.contains("certificate") || text.contains("unknownissuer")
+}
+
 /// An error of the `redis` crate: refused credentials are a permanent configuration error;
 /// lost connections, timeouts, a server still loading its data, and cluster reconfigurations
 /// are temporary; the rest is not.
@@ -25,6 +41,9 @@ pub(crate) fn redis_error(error: redis::RedisError) -> Error {
         || matches!(error.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
     {
         return refused_credentials(NAME);
+    }
+    if certificate_refused(&error.to_string()) {
+        return untrusted_certificate(NAME);
     }
     let temporary = error.is_io_error()
         || error.is_connection_dropped()
@@ -51,6 +70,9 @@ pub(crate) fn fred_error(error: fred::error::Error) -> Error {
             .any(|code| details.starts_with(code))
     {
         return refused_credentials(FRED_NAME);
+    }
+    if *error.kind() == ErrorKind::Tls || certificate_refused(details) {
+        return untrusted_certificate(FRED_NAME);
     }
     let temporary = matches!(
         error.kind(),

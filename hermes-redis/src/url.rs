@@ -8,7 +8,7 @@ use crate::naming::Keys;
 use crate::{DeliveryMode, RedisOptions};
 
 /// The parameters a Redis URL takes.
-const PARAMETERS: [&str; 12] = [
+const PARAMETERS: [&str; 13] = [
     "key",
     "schedule_key",
     "hash_tag",
@@ -20,6 +20,7 @@ const PARAMETERS: [&str; 12] = [
     "deferred_acks",
     "wake_ups",
     "keyspace_wake_ups",
+    "tls_ca",
     "nodes",
 ];
 
@@ -95,6 +96,12 @@ impl UrlConfig {
         }
         if let Some(keyspace) = url.take_bool("keyspace_wake_ups")? {
             options.keyspace_wake_ups = keyspace;
+        }
+        if let Some(ca) = url.take("tls_ca") {
+            if url.scheme() == "redis" {
+                return Err(url.error("tls_ca is for rediss:// URLs"));
+            }
+            options.tls_ca = Some(ca.into());
         }
         let client = url.take("client").unwrap_or_else(|| "redis".to_owned());
         let cluster = url.scheme() == "redis+cluster";

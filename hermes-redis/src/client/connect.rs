@@ -14,13 +14,24 @@ use super::{OpenKeyspace, OpenListener, RedisClient, WakeConnections};
 #[cfg(feature = "redis-rs")]
 pub(crate) async fn open_redis(
     url: &str,
+    ca: Option<Vec<u8>>,
 ) -> Result<(Arc<dyn RedisClient>, WakeConnections), Error> {
     use super::RedisRsClient;
     use super::reconnect::ReconnectingConnection;
     use crate::error::redis_error;
 
     let name = crate::NAME;
-    let client = redis::Client::open(url).map_err(|e| Error::Config {
+    let client = match ca {
+        None => redis::Client::open(url),
+        Some(ca) => redis::Client::build_with_tls(
+            url,
+            redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(ca),
+            },
+        ),
+    }
+    .map_err(|e| Error::Config {
         driver: name,
         message: format!("invalid Redis URL: {e}"),
     })?;
@@ -129,6 +140,54 @@ pub(crate) async fn open_redis_cluster(
     Ok((Arc::new(RedisRsClient::new(connection)), wakes))
 }
 
+/// The PEM file `path` names, when it does: the certificate authorities a `rediss://` server
+/// must chain to.
+pub(crate) fn read_tls_ca(
+    path: Option<&std::path::Path>,
+    driver: &'static str,
+) -> Result<Option<Vec<u8>>, Error> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    std::fs::read(path).map(Some).map_err(|e| Error::Config {
+        driver,
+        message: format!(
+            "cannot read the certificate authorities of tls_ca ({}): {e}",
+            path.display()
+        ),
+    })
+}
+
+/// A rustls connector for `fred` that trusts the certificate authorities in `pem` alone.
+#[cfg(feature = "fred")]
+fn fred_tls(pem: &[u8]) -> Result<fred::types::config::TlsConnector, Error> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+
+    let refused = |message: String| Error::Config {
+        driver: crate::FRED_NAME,
+        message,
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in CertificateDer::pem_slice_iter(pem) {
+        let certificate = certificate
+            .map_err(|_| refused("tls_ca holds no readable PEM certificate".to_owned()))?;
+        roots
+            .add(certificate)
+            .map_err(|e| refused(format!("a certificate of tls_ca is not usable: {e}")))?;
+    }
+    if roots.is_empty() {
+        return Err(refused("tls_ca holds no certificate".to_owned()));
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| refused(format!("TLS: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(fred::types::config::TlsConnector::from(config))
+}
+
 /// Listeners that wait on `connection`, a connection of the `redis` crate of their own.
 #[cfg(feature = "redis-rs")]
 pub(crate) fn redis_listener<C>(connection: C) -> OpenListener
@@ -148,16 +207,22 @@ const FRED_MARGIN: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// A `fred` client for `url`, with a reconnect policy, connected.
 #[cfg(feature = "fred")]
-pub(crate) async fn open_fred(url: &str) -> Result<fred::clients::Client, Error> {
+pub(crate) async fn open_fred(
+    url: &str,
+    ca: Option<Vec<u8>>,
+) -> Result<fred::clients::Client, Error> {
     use fred::interfaces::ClientLike;
     use fred::types::Builder;
     use fred::types::config::{Config, ReconnectPolicy};
 
     let name = crate::FRED_NAME;
-    let config = Config::from_url(url).map_err(|e| Error::Config {
+    let mut config = Config::from_url(url).map_err(|e| Error::Config {
         driver: name,
         message: format!("invalid Redis URL: {e}"),
     })?;
+    if let Some(ca) = ca {
+        config.tls = Some(fred_tls(&ca)?.into());
+    }
     let client = Builder::from_config(config)
         .set_policy(ReconnectPolicy::new_exponential(0, 100, 2_000, 2))
         .with_connection_config(|c| {
