@@ -47,6 +47,10 @@ use crate::url::{Library, Target};
 ///   purges of each state and deletes by id read the set with `SSCAN`.
 /// - Live workers: each running dispatcher's announcement is a field of the hash
 ///   `<key>_workers`, renewed while it runs and dropped by a listing once it expired.
+/// - Wake-ups ([`RedisOptions::wake_ups`]): a `send` wakes an idle worker of any process, by
+///   itself or by a poke sent soon after; a poke still owed when the last handle of the driver
+///   is dropped is sent before the drop returns, on a connection of its own (waiting at most
+///   1 s), so a process may emit and exit at once. `flush` sends it too.
 ///
 /// Build it on the `redis` crate ([`RedisSetDriver::connect_redis`],
 /// [`RedisSetDriver::from_redis`]) or on `fred` ([`RedisSetDriver::connect_fred`],

@@ -1,4 +1,5 @@
-//! Throughput of the library's own work: JSON encode/decode, and dispatching on the in-memory
+//! Throughput of the library's own work: JSON encode/decode (and sealed with `hermes-seal`,
+//! beside plain JSON), and dispatching on the in-memory
 //! driver with a no-op handler, each beside a raw baseline measured in the same run; then what
 //! the metrics and spans cost a dispatched message once a recorder and a span subscriber are
 //! installed, against the same dispatch without them.
@@ -75,6 +76,46 @@ fn bench_json(n: usize) {
     print_ratio("json decode (raw: serde_json)", n, ours, start.elapsed());
 }
 
+/// Encode and decode with a sealing serializer (sealed; sealed and compressed over 1 KiB),
+/// beside `JsonSerializer` in the same run.
+fn bench_sealing(n: usize) {
+    use hermes_seal::{SealKey, SealKeys, SealingSerializer};
+
+    let message = sample();
+    let keys = SealKeys::new(SealKey::generate("bench").unwrap());
+    for (label, sealing) in [
+        ("sealed", SealingSerializer::new(keys.clone())),
+        (
+            "sealed, zstd over 1 KiB",
+            SealingSerializer::new(keys).compress_over(1024),
+        ),
+    ] {
+        let plain = JsonSerializer.serialize(&message).unwrap();
+        let sealed = sealing.serialize(&message).unwrap();
+        let time = |f: &dyn Fn()| {
+            let start = Instant::now();
+            for _ in 0..n {
+                f();
+            }
+            start.elapsed()
+        };
+        let ours = time(&|| {
+            black_box(sealing.serialize(black_box(&message)).unwrap());
+        });
+        let raw = time(&|| {
+            black_box(JsonSerializer.serialize(black_box(&message)).unwrap());
+        });
+        print_ratio(&format!("{label} encode (raw: json)"), n, ours, raw);
+        let ours = time(&|| {
+            black_box(sealing.deserialize(black_box(&sealed)).unwrap());
+        });
+        let raw = time(&|| {
+            black_box(JsonSerializer.deserialize(black_box(&plain)).unwrap());
+        });
+        print_ratio(&format!("{label} decode (raw: json)"), n, ours, raw);
+    }
+}
+
 async fn fill(driver: &MemoryDriver, n: usize) {
     let message = sample();
     for _ in 0..n {
@@ -109,6 +150,7 @@ fn main() {
         .unwrap_or(200_000);
     println!("hermes core bench, {n} messages per figure");
     bench_json(n);
+    bench_sealing(n);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
