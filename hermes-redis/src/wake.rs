@@ -265,7 +265,13 @@ impl Wakes {
         }
         let notify = self.poke.clone();
         let weak = Arc::downgrade(self);
-        tokio::spawn(async move {
+        // Outside a runtime (a runtime dropping its tasks), the poke stays owed: the next send,
+        // `flush` or the drop of the driver sends it.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.poker.store(false, Ordering::Release);
+            return;
+        };
+        runtime.spawn(async move {
             // Lets a later poke start another task when this one's runtime shuts down.
             let _running = PokerRunning(weak.clone());
             loop {
