@@ -174,9 +174,16 @@ impl Message {
     /// [`Serializer`](crate::Serializer) that stores payloads in another form (sealed,
     /// compressed) and gives them back as they were.
     pub fn with_payload(&self, payload: Option<Value>) -> Message {
+        // Field by field: the payload replaced is not copied.
         Message {
+            id: self.id.clone(),
+            message_type: self.message_type.clone(),
             payload,
-            ..self.clone()
+            created: self.created,
+            execute_at: self.execute_at,
+            retries: self.retries,
+            traceparent: self.traceparent.clone(),
+            unique_key: self.unique_key.clone(),
         }
     }
 

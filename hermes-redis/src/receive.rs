@@ -54,10 +54,11 @@ impl Core {
             let fallback = self.options.refresh_interval * 2;
             // A delayed message learned of from a keyspace event came after the listener began
             // its wait, which may end later than the message is due: claim when it is due.
-            let due = self
-                .wakes
-                .until_next_due()
-                .filter(|_| self.wakes.follows_keyspace());
+            let due = if self.wakes.follows_keyspace() {
+                self.wakes.until_next_due()
+            } else {
+                None
+            };
             let wait = (give_up - now)
                 .min(fallback)
                 .min(due.unwrap_or(Duration::MAX));

@@ -7,7 +7,7 @@ use hermes_core::{Error, Message, Priority};
 
 use crate::core::Core;
 use crate::scripts::Script;
-use crate::wake::Carried;
+use crate::wake::{Carried, token_pushed};
 
 impl Core {
     pub(crate) async fn send(&self, message: &Message, priority: Priority) -> Result<(), Error> {
@@ -56,7 +56,7 @@ impl Core {
         }
         // The set's messages carry a poke due now; delayed ones alone get it once all are in,
         // so the woken worker sees the earliest due time among them.
-        let mut carried = self.carry();
+        let carried = self.carry();
         let carried_by_add = carried.is_some() && !due_now.is_empty() && later.is_empty();
         let add = async {
             if due_now.is_empty() {
@@ -80,7 +80,7 @@ impl Core {
         if carried.is_some() && !carried_by_add {
             pushed = Some(self.wakes.poke_now().await?);
         }
-        self.woken(carried.take(), pushed);
+        self.woken(carried, pushed);
         Ok(())
     }
 
@@ -91,7 +91,7 @@ impl Core {
             .client
             .eval(Script::Send, &[key, &self.keys.wake], bodies)
             .await?;
-        Ok(reply.as_int() != Some(0))
+        Ok(token_pushed(&reply))
     }
 
     /// A poke for the send about to go to carry, when wake-ups are on and one is due.

@@ -355,11 +355,7 @@ impl Wakes {
     /// Pokes the wake list now: whether it put a token in (`false`: the last one was still
     /// there).
     pub(crate) async fn poke_now(&self) -> Result<bool, Error> {
-        let reply = self
-            .client
-            .eval(Script::Wake, &[self.key.as_str()], &[])
-            .await?;
-        Ok(reply.as_int() != Some(0))
+        poke_list(self.client.as_ref(), &self.key).await
     }
 
     /// Sends the poke still owed as the driver goes away, on a connection and a runtime of its
@@ -371,7 +367,7 @@ impl Wakes {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                 let client = self.client.clone();
                 runtime.spawn(async move {
-                    let _ = client.eval(Script::Wake, &[key.as_str()], &[]).await;
+                    let _ = poke_list(client.as_ref(), &key).await;
                 });
             }
             return;
@@ -386,7 +382,7 @@ impl Wakes {
             runtime.block_on(async {
                 let _ = tokio::time::timeout(LAST_POKE_LIMIT, async {
                     let client = open().await?;
-                    client.eval(Script::Wake, &[key.as_str()], &[]).await
+                    poke_list(client.as_ref(), &key).await
                 })
                 .await;
             });
@@ -454,6 +450,17 @@ impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         self.0.waiting.fetch_sub(1, Ordering::AcqRel);
     }
+}
+
+/// Pokes the wake list `key` on `client`: whether it put a token in.
+async fn poke_list(client: &dyn RedisClient, key: &str) -> Result<bool, Error> {
+    Ok(token_pushed(&client.eval(Script::Wake, &[key], &[]).await?))
+}
+
+/// Whether a script that pokes the wake list put a token in, by its reply (`0`: the last
+/// token was still there).
+pub(crate) fn token_pushed(reply: &Reply) -> bool {
+    reply.as_int() != Some(0)
 }
 
 /// The one poke in flight of this process; ends it when dropped.
@@ -610,10 +617,10 @@ impl Wakes {
     /// not run yet (it runs from then on): how to subscribe, the keys to follow, and the
     /// refresh interval. The task clears the flag with [`Wakes::followed`] when it ends.
     pub(crate) fn follow(&self) -> Option<(OpenKeyspace, watch::Receiver<Vec<String>>, Duration)> {
-        let open = self.keyspace.clone()?;
-        if self.following.swap(true, Ordering::AcqRel) {
+        if self.keyspace.is_none() || self.following.swap(true, Ordering::AcqRel) {
             return None;
         }
+        let open = self.keyspace.clone()?;
         Some((open, self.watched.subscribe(), self.refresh))
     }
 

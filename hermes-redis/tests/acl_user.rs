@@ -132,10 +132,7 @@ impl Harness for AclHarness {
     async fn quarantined(&self, queue: &str) -> Result<usize, Error> {
         let key = format!("{queue}_dead_letters");
         let ids: Vec<String> = self.admin(&[b"HKEYS", key.as_bytes()]).await;
-        Ok(ids
-            .iter()
-            .filter(|id| id.starts_with("undecodable-"))
-            .count())
+        Ok(common::undecodable(&ids))
     }
 
     fn visibility_timeout(&self) -> Duration {

@@ -1,5 +1,7 @@
 //! The serializer that stores each message's payload sealed, compressed, or both.
 
+use std::borrow::Cow;
+
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use hermes_core::{DecodeError, Error, JsonSerializer, Message, Serializer};
@@ -108,16 +110,17 @@ impl<S: Serializer> SealingSerializer<S> {
         self
     }
 
-    /// `message` with its payload in stored form.
+    /// `message` with its payload in stored form (`message` itself when there is nothing to
+    /// store otherwise: no payload, or one too small to compress and no keys).
     ///
     /// # Errors
     /// [`Error::InvalidMessage`] when the payload cannot be written or compressed.
-    pub fn seal(&self, message: &Message) -> Result<Message, Error> {
+    pub fn seal<'m>(&self, message: &'m Message) -> Result<Cow<'m, Message>, Error> {
         let Some(payload) = message.payload() else {
-            return Ok(message.clone());
+            return Ok(Cow::Borrowed(message));
         };
         if self.keys.is_none() && self.compress_over.is_none() {
-            return Ok(message.clone());
+            return Ok(Cow::Borrowed(message));
         }
         let json = serde_json::to_vec(payload)
             .map_err(|e| Error::InvalidMessage(format!("the payload cannot be written: {e}")))?;
@@ -157,21 +160,23 @@ impl<S: Serializer> SealingSerializer<S> {
                 zstd,
                 data: plain,
             },
-            None => return Ok(message.clone()),
+            None => return Ok(Cow::Borrowed(message)),
         };
-        Ok(message.with_payload(Some(envelope.to_payload())))
+        Ok(Cow::Owned(
+            message.with_payload(Some(envelope.to_payload())),
+        ))
     }
 
     /// `message` with its payload opened: as it was before [`seal`](SealingSerializer::seal).
     ///
     /// # Errors
     /// Why the payload does not open, in words that show no key and no byte of it.
-    pub fn open(&self, message: &Message) -> Result<Message, String> {
+    pub fn open(&self, message: Message) -> Result<Message, String> {
         let envelope = match Envelope::read(message.payload()) {
             None if self.require_sealed && message.payload().is_some() => {
                 return Err("the payload is not sealed, and this worker requires seals".into());
             }
-            None => return Ok(message.clone()),
+            None => return Ok(message),
             Some(envelope) => envelope?,
         };
         let plain = match &envelope.key {
@@ -228,12 +233,12 @@ impl<S: Serializer> SealingSerializer<S> {
 
 impl<S: Serializer> Serializer for SealingSerializer<S> {
     fn serialize(&self, message: &Message) -> Result<Vec<u8>, Error> {
-        self.inner.serialize(&self.seal(message)?)
+        self.inner.serialize(&*self.seal(message)?)
     }
 
     fn deserialize(&self, bytes: &[u8]) -> Result<Message, DecodeError> {
         let message = self.inner.deserialize(bytes)?;
-        self.open(&message)
+        self.open(message)
             .map_err(|reason| DecodeError::new(reason, bytes))
     }
 }

@@ -147,6 +147,14 @@ impl Setup {
     }
 }
 
+/// How many of the dead letters `ids` (the fields of `<set>_dead_letters`) are inputs that
+/// could not be decoded.
+pub fn undecodable(ids: &[String]) -> usize {
+    ids.iter()
+        .filter(|id| id.starts_with("undecodable-"))
+        .count()
+}
+
 /// The conformance harness: each test queue has its own keys on the shared server.
 pub struct RedisHarness(pub Setup);
 
@@ -203,10 +211,7 @@ impl Harness for RedisHarness {
     async fn quarantined(&self, queue: &str) -> Result<usize, Error> {
         let key = self.0.key(queue, &format!("{queue}_dead_letters"));
         let ids: Vec<String> = self.0.cmd(&[b"HKEYS", key.as_bytes()]).await;
-        Ok(ids
-            .iter()
-            .filter(|id| id.starts_with("undecodable-"))
-            .count())
+        Ok(undecodable(&ids))
     }
 
     fn visibility_timeout(&self) -> Duration {
