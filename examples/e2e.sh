@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The report-export example end to end on one backend: `examples/e2e.sh` (the filesystem, no
-# broker needed), or `examples/e2e.sh filesystem|redis|redis-fred|rabbitmq|sqs`. Queues three
+# broker needed), or `examples/e2e.sh filesystem|redis|redis-fred|rabbitmq|sqs|postgres`. Queues three
 # exports (a normal one, an urgent one, one delayed by 3 s), runs a worker, checks that the
 # urgent export ran first and the delayed one not before its time and reads the worker's
 # metrics, stops two workers with the shutdown program and checks that they exit cleanly, then
@@ -16,8 +16,8 @@ step() { printf '\n== %s\n' "$*"; }
 fail() { printf '\nFAILED: %s\n' "$*" >&2; exit 1; }
 
 case "$example" in
-  filesystem | redis | redis-fred | rabbitmq | sqs) ;;
-  *) fail "usage: examples/e2e.sh [filesystem|redis|redis-fred|rabbitmq|sqs]" ;;
+  filesystem | redis | redis-fred | rabbitmq | sqs | postgres) ;;
+  *) fail "usage: examples/e2e.sh [filesystem|redis|redis-fred|rabbitmq|sqs|postgres]" ;;
 esac
 
 step "building the example on $example"
@@ -45,6 +45,11 @@ case "$example" in
     export AWS_ACCESS_KEY_ID=${AWS_ACCESS_KEY_ID:-test} AWS_SECRET_ACCESS_KEY=${AWS_SECRET_ACCESS_KEY:-test}
     export AWS_EC2_METADATA_DISABLED=true
     ;;
+  postgres)
+    queue=$(echo "$queue" | tr - _)
+    export HERMES_URGENT_QUEUE="${queue}_high"
+    HERMES_URL="${HERMES_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}?queue=$queue&schema=hermes_e2e"
+    ;;
 esac
 export HERMES_URL
 log="$HERMES_DIR/exports.log"
@@ -69,6 +74,12 @@ cleanup() {
     for name in "$queue" "${queue}_high" "$queue-quarantine" "$queue-delay"; do
       curl -s -o /dev/null -H 'Authorization: AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/sqs/aws4_request, SignedHeaders=host, Signature=0' \
         -d "Action=DeleteQueue&QueueUrl=$endpoint/123456789012/$name" "$endpoint/" || true
+    done
+  fi
+  if [ "$example" = postgres ] && command -v psql >/dev/null; then
+    for table in jobs dead_letters; do
+      psql "${HERMES_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}" -qc \
+        "DELETE FROM hermes_e2e.$table WHERE queue LIKE '${queue}%'" >/dev/null 2>&1 || true
     done
   fi
   rm -rf "$HERMES_DIR"
@@ -157,7 +168,7 @@ done
 pids=()
 
 step "two workers running the nightly export's entry every second"
-if [ "$example" = filesystem ] || [[ "$example" == redis* ]]; then
+if [ "$example" = filesystem ] || [ "$example" = postgres ] || [[ "$example" == redis* ]]; then
   # The shutdown signal counts in whole seconds: a worker started in the second it was given
   # would take it as its own.
   sleep 1.2

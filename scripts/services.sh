@@ -80,6 +80,29 @@ ensure_rabbitmq() {
   started+=("rabbitmqctl stop")
 }
 
+# PostgreSQL on 127.0.0.1:5432 (trust auth) with the database `test`: the machine's own when it
+# answers, else a cluster of our own under /var/tmp, started with pg_ctl.
+ensure_postgres() {
+  need psql postgresql-client
+  if ! pg_isready -q -h 127.0.0.1 -p 5432; then
+    need pg_ctlcluster postgresql
+    local bin dir
+    bin=$(find /usr/lib/postgresql -maxdepth 2 -name bin -type d | sort -V | tail -1)
+    dir=$(mktemp -d /var/tmp/hermes-postgres.XXXXXX)
+    chown postgres "$dir"
+    echo "starting PostgreSQL on 127.0.0.1:5432 in $dir"
+    runuser -u postgres -- "$bin/initdb" -D "$dir/data" -A trust -U postgres >/dev/null
+    runuser -u postgres -- "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w \
+      -o "-c listen_addresses=127.0.0.1 -p 5432 -k $dir" start >/dev/null
+    started+=("runuser -u postgres -- '$bin/pg_ctl' -D '$dir/data' -m fast stop" "rm -rf '$dir'")
+    wait_for 30 pg_isready -q -h 127.0.0.1 -p 5432
+  fi
+  if ! psql -h 127.0.0.1 -U postgres -d postgres -Atc \
+    "SELECT 1 FROM pg_database WHERE datname = 'test'" | grep -q 1; then
+    psql -h 127.0.0.1 -U postgres -d postgres -qc "CREATE DATABASE test"
+  fi
+}
+
 # An SQS-compatible server (moto, from PyPI) on 127.0.0.1:4566, installed into a virtualenv.
 ensure_sqs() {
   if (exec 3<>/dev/tcp/127.0.0.1/4566) 2>/dev/null; then

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Soaks every driver with hermes-soak: worker processes killed every 1.5 s, one paused for longer
 # than the visibility timeout every 5 s, and the broker restarted where the harness can (its own
-# Redis with AOF, RabbitMQ with rabbitmqctl). Fails when a run loses, corrupts or leaves a
+# Redis with AOF, RabbitMQ with rabbitmqctl, a PostgreSQL cluster of its own). Redis runs a second time behind Sentinel (a master,
+# a replica, three sentinels of the run's own, the replica wait on), failing over every 10 s. Fails when a run loses, corrupts or leaves a
 # message, when a worker exits by itself, or when more than 2% of handlings are duplicates (3%
 # with restarts: with a 2 s visibility timeout, the claims of a worker cut off from a restarting
 # broker expire and its messages run again).
@@ -25,7 +26,7 @@ cd "$(dirname "$0")/.."
 size=ci
 if [ "${1:-}" = --long ]; then size=long; shift; fi
 drivers=("$@")
-if [ "${#drivers[@]}" -eq 0 ]; then drivers=(memory fs redis redis-fred rabbitmq sqs); fi
+if [ "${#drivers[@]}" -eq 0 ]; then drivers=(memory fs redis redis-fred rabbitmq sqs postgres); fi
 
 cargo build --quiet -p hermes-soak
 target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
@@ -44,19 +45,27 @@ run() { # driver messages [extra arguments]
 
 for driver in "${drivers[@]}"; do
   case $driver in
-    redis | redis-fred) run "$driver" "$messages" --broker-restart-every 10s --max-duplicates 3 ;;
+    redis | redis-fred)
+      run "$driver" "$messages" --broker-restart-every 10s --max-duplicates 3
+      # Behind Sentinel with the replica wait on: each restart is a failover, and nothing an
+      # emit acknowledged may be lost. Claims and acknowledgements the old master had not passed
+      # on are lost with it: their messages run again, hence more duplicates.
+      run "$driver" "$((messages / 2))" --sentinel --broker-restart-every 10s --max-duplicates 5
+      ;;
     rabbitmq)
       run rabbitmq "$messages" --max-duplicates 2
       run rabbitmq "$messages" --broker-restart-every 10s --delayed-percent 0 --max-duplicates 3
       ;;
     sqs) run sqs "$([ "$size" = long ] && echo 2000 || echo 1000)" --max-duplicates 2 ;;
+    # On a cluster of the run's own, stopped with `pg_ctl stop -m immediate` every 10 s.
+    postgres) run postgres "$messages" --broker-restart-every 10s --max-duplicates 3 ;;
     *) run "$driver" "$messages" --max-duplicates 2 ;;
   esac
 done
 
 for driver in "${drivers[@]}"; do
   case $driver in
-    redis | redis-fred | rabbitmq | sqs)
+    redis | redis-fred | rabbitmq | sqs | postgres)
       printf '\n== outage %s\n' "$driver"
       "$soak" outage --driver "$driver"
       ;;

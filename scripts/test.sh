@@ -19,7 +19,7 @@ trap cleanup EXIT
 
 # shellcheck source=scripts/services.sh
 source scripts/services.sh
-for service in ${HERMES_SERVICES:-redis redis_cluster rabbitmq sqs php chromium}; do
+for service in ${HERMES_SERVICES:-redis redis_cluster rabbitmq sqs postgres php chromium}; do
   "ensure_$service"
 done
 
@@ -36,13 +36,13 @@ passed=$(awk '/^test result:/ { for (i = 1; i < NF; i++) if ($(i + 1) ~ /^passed
 
 if [ "$*" = "--workspace" ]; then
   # The README's run command (the filesystem), then the same example on every other backend.
-  for backend in filesystem redis redis-fred rabbitmq sqs; do
+  for backend in filesystem redis redis-fred rabbitmq sqs postgres; do
     ./examples/e2e.sh "$backend"
   done
-  passed=$((passed + 5))
+  passed=$((passed + 6))
   # Every driver under repeated kills, pauses and broker restarts, and each broker's outages.
   ./scripts/soak.sh
-  passed=$((passed + 11))
+  passed=$((passed + 15))
 fi
 echo
 echo "total: $passed passed, 0 failed"

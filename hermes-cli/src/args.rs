@@ -9,9 +9,11 @@ use hermes_core::inspect::QueueState;
 /// Look at and repair Hermes queues.
 ///
 /// The queue is a URL: file:///var/hermes?queue=exports, redis://127.0.0.1:6379/0?key=hermes
-/// (&client=fred; redis+cluster://host:port?hash_tag=T for a cluster),
+/// (&client=fred; redis+cluster://host:port?hash_tag=T for a cluster;
+/// redis+sentinel://host:26379,host:26379/<master> behind Sentinel),
 /// amqp://guest:guest@127.0.0.1:5672/%2f?queue=hermes, or
-/// sqs://hermes?endpoint=http://127.0.0.1:4566&region=us-east-1.
+/// sqs://hermes?endpoint=http://127.0.0.1:4566&region=us-east-1, or
+/// postgres://app@127.0.0.1:5432/shop?queue=hermes&schema=hermes.
 ///
 /// Sealed payloads show as sealed; with HERMES_SEAL_KEYS (id:base64,id:base64, the current key
 /// first) they are opened, and emitted payloads are sealed.
@@ -29,6 +31,16 @@ pub(crate) struct Args {
     /// added to the configuration file's).
     #[arg(long = "priority", value_name = "NAME=N", value_parser = priority_queue)]
     pub(crate) priorities: Vec<(String, Priority)>,
+    /// Where limits, pauses and cancellations live when the queue's backend keeps none
+    /// (RabbitMQ, SQS): the URL of a Redis, PostgreSQL or directory backend, the same one the
+    /// workers use.
+    #[arg(
+        long,
+        env = "HERMES_STORE_URL",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    pub(crate) store: Option<String>,
     /// How long a command may take before it fails (for emit, each message).
     #[arg(long, default_value = "10s", value_parser = duration, env = "HERMES_TIMEOUT")]
     pub(crate) timeout: Duration,
@@ -124,6 +136,32 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: CronCommand,
     },
+    /// Pause a queue (the default one, or --priority N) or a job type (--type T): within a
+    /// second no worker starts a message of it; running ones finish. It stays paused across
+    /// worker restarts until `hermes resume`.
+    Pause(#[command(flatten)] PauseArgs),
+    /// Resume what `hermes pause` paused.
+    Resume(#[command(flatten)] PauseArgs),
+    /// List what is paused.
+    Paused {
+        /// Print JSON instead of lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel messages by id: a waiting or delayed one is never run (it is kept as a dead
+    /// letter of kind cancelled), a running one has its handler's cancellation token fired
+    /// within a second.
+    Cancel {
+        /// The message ids.
+        #[arg(required = true, value_name = "ID")]
+        ids: Vec<String>,
+        /// Who asks, kept with the request (default: user@host).
+        #[arg(long)]
+        by: Option<String>,
+    },
+    /// Create or upgrade the backend's tables: the PostgreSQL schema, to the version this
+    /// command knows. Safe to run from several places at once; the other backends need none.
+    Migrate,
     /// The running workers: where, since when, how busy, and what they handle now.
     Workers {
         #[command(subcommand)]
@@ -132,6 +170,31 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// What `pause` and `resume` act on: the default queue unless told otherwise.
+#[derive(Debug, clap::Args)]
+#[group(multiple = false)]
+pub(crate) struct PauseArgs {
+    /// The queue of this priority.
+    #[arg(long)]
+    pub(crate) priority: Option<Priority>,
+    /// This job type, on every queue.
+    #[arg(long = "type", value_name = "TYPE")]
+    pub(crate) message_type: Option<String>,
+}
+
+impl PauseArgs {
+    /// The target named.
+    pub(crate) fn target(&self) -> hermes_core::flow::PauseTarget {
+        use hermes_core::flow::PauseTarget;
+        match (&self.message_type, self.priority) {
+            (Some(message_type), _) => PauseTarget::Type(message_type.clone()),
+            (None, priority) => {
+                PauseTarget::Priority(priority.unwrap_or(hermes_core::DEFAULT_PRIORITY))
+            }
+        }
+    }
 }
 
 /// Where and when to signal the shutdown.
@@ -180,6 +243,11 @@ impl Command {
             Command::Workers { .. } => "workers",
             Command::Cron { .. } => "cron",
             Command::Dashboard { .. } => "dashboard",
+            Command::Migrate => "migrate",
+            Command::Pause(_) => "pause",
+            Command::Resume(_) => "resume",
+            Command::Paused { .. } => "paused",
+            Command::Cancel { .. } => "cancel",
         }
     }
 }

@@ -15,6 +15,7 @@
 
 mod args;
 mod connect;
+mod controls;
 mod cron;
 mod dashboard;
 mod dead;
@@ -126,10 +127,23 @@ async fn run(args: &Args) -> Result<(), Failure> {
             ))
         }
     };
+    let url = if let Command::Migrate = &args.command {
+        &migrating(url)
+    } else {
+        url
+    };
     let queue = tokio::time::timeout(args.timeout, connect::connect(url, &priorities))
         .await
         .map_err(answered("connecting"))??;
-    let driver: std::sync::Arc<dyn hermes_core::Driver> = std::sync::Arc::new(queue.clone());
+    let driver: std::sync::Arc<dyn hermes_core::Driver> = match &args.store {
+        Some(store) => {
+            let store = tokio::time::timeout(args.timeout, connect::connect(store, &[]))
+                .await
+                .map_err(answered("connecting to the store"))??;
+            std::sync::Arc::new(hermes_core::driver::WithStore::new(queue.clone(), store))
+        }
+        None => std::sync::Arc::new(queue.clone()),
+    };
     if let Command::Stats {
         json,
         watch: Some(every),
@@ -173,11 +187,45 @@ async fn run(args: &Args) -> Result<(), Failure> {
             Command::Cron {
                 command: CronCommand::Ls { json },
             } => cron::list(&*driver, *json).await,
+            Command::Migrate => migrated(&queue),
+            Command::Pause(target) => controls::pause(&driver, &target.target()).await,
+            Command::Resume(target) => controls::resume(&driver, &target.target()).await,
+            Command::Paused { json } => controls::paused(&driver, *json).await,
+            Command::Cancel { ids, by } => controls::cancel(&driver, ids, by.as_deref()).await,
         }
     };
     tokio::time::timeout(args.timeout, done)
         .await
         .map_err(answered(args.command.name()))?
+}
+
+/// `url`, asking a PostgreSQL driver to migrate as it connects (the last `migrate` given
+/// counts); any other URL as it is.
+fn migrating(url: &str) -> String {
+    if matches!(connect::scheme(url), "postgres" | "postgresql") {
+        let joint = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{joint}migrate=true")
+    } else {
+        url.to_owned()
+    }
+}
+
+/// What `hermes migrate` did: the driver connected, migrating first.
+fn migrated(queue: &hermes::AnyDriver) -> Result<(), Failure> {
+    match queue {
+        hermes::AnyDriver::Postgres(driver) => {
+            println!(
+                "the schema {} is at version {}",
+                driver.options().schema,
+                hermes::postgres::SCHEMA_VERSION
+            );
+        }
+        other => println!(
+            "the {} backend has no tables to migrate",
+            hermes_core::Driver::name(other)
+        ),
+    }
+    Ok(())
 }
 
 /// `hermes emit`, each send bounded by `--timeout`.

@@ -11,13 +11,37 @@ use crate::Failure;
 /// Prints the figures of every queue.
 pub(crate) async fn stats(driver: &dyn Driver, json: bool) -> Result<(), Failure> {
     let stats = crate::facet::inspect(driver)?.stats().await?;
+    let paused = paused(driver).await?;
     if json {
         let queues: Vec<Value> = stats.iter().map(to_json).collect();
-        println!("{}", json!({ "driver": driver.name(), "queues": queues }));
+        println!(
+            "{}",
+            json!({ "driver": driver.name(), "queues": queues, "paused": paused })
+        );
         return Ok(());
     }
     print_table(&stats);
+    print_paused(&paused);
     Ok(())
+}
+
+/// What is paused, as `priority:<n>` and `type:<name>`; none on a backend without controls.
+async fn paused(driver: &dyn Driver) -> Result<Vec<String>, Failure> {
+    Ok(match driver.controls() {
+        Some(controls) => controls
+            .paused()
+            .await?
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+        None => Vec::new(),
+    })
+}
+
+fn print_paused(paused: &[String]) {
+    if !paused.is_empty() {
+        println!("paused: {}", paused.join(", "));
+    }
 }
 
 /// Prints the figures every `every` until interrupted (Ctrl-C or SIGTERM, exit status 0): a
@@ -33,24 +57,24 @@ pub(crate) async fn watch(
     let stop = hermes_core::SignalShutdown::install()?;
     let stopped = hermes_core::Shutdown::token(&stop).unwrap_or_default();
     loop {
-        let stats = tokio::time::timeout(timeout, inspect.stats())
-            .await
-            .map_err(|_| {
-                Failure::failed(format!(
-                    "stats: no answer within {}",
-                    crate::table::seconds(timeout)
-                ))
-            })??;
+        let read = async { Ok::<_, Failure>((inspect.stats().await?, paused(driver).await?)) };
+        let (stats, paused) = tokio::time::timeout(timeout, read).await.map_err(|_| {
+            Failure::failed(format!(
+                "stats: no answer within {}",
+                crate::table::seconds(timeout)
+            ))
+        })??;
         let now = crate::args::format_rfc3339(std::time::SystemTime::now());
         if json {
             let queues: Vec<Value> = stats.iter().map(to_json).collect();
             println!(
                 "{}",
-                json!({ "driver": driver.name(), "at": now, "queues": queues })
+                json!({ "driver": driver.name(), "at": now, "queues": queues, "paused": paused })
             );
         } else {
             println!("{now}");
             print_table(&stats);
+            print_paused(&paused);
             println!();
         }
         tokio::select! {

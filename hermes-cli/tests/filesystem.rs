@@ -420,3 +420,45 @@ fn walk(dir: &std::path::Path) -> String {
     }
     all
 }
+
+#[tokio::test]
+async fn pause_resume_and_cancel_change_what_the_workers_read() {
+    use hermes_core::flow::PauseTarget;
+
+    let queue = Queue::new("controls");
+    ok(&queue.hermes(&["pause"]));
+    ok(&queue.hermes(&["pause", "--type", "send-email"]));
+    let driver = queue.driver();
+    let controls = driver.controls().expect("the controls facet");
+    assert_eq!(
+        controls.paused().await.unwrap(),
+        [
+            PauseTarget::Priority(DEFAULT_PRIORITY),
+            PauseTarget::Type("send-email".into())
+        ]
+    );
+    let listed = json(&queue.hermes(&["paused", "--json"]));
+    assert_eq!(
+        listed["paused"],
+        serde_json::json!(["priority:100", "type:send-email"])
+    );
+    let stats = json(&queue.hermes(&["stats", "--json"]));
+    assert_eq!(stats["paused"].as_array().map(Vec::len), Some(2));
+    assert!(ok(&queue.hermes(&["stats"])).contains("paused: priority:100, type:send-email"));
+
+    assert!(ok(&queue.hermes(&["resume"])).contains("resumed priority:100"));
+    assert!(ok(&queue.hermes(&["resume"])).contains("was not paused"));
+    assert_eq!(
+        controls.paused().await.unwrap(),
+        [PauseTarget::Type("send-email".into())]
+    );
+
+    ok(&queue.hermes(&["cancel", "job-1", "job-2", "--by", "ops"]));
+    let cancelled = controls.cancellations(0.0).await.unwrap();
+    let ids: Vec<&str> = cancelled.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["job-1", "job-2"]);
+    assert!(cancelled.iter().all(|c| c.by == "ops"));
+
+    let both = queue.hermes(&["pause", "--priority", "5", "--type", "x"]);
+    assert_eq!(both.status.code(), Some(2), "a usage error");
+}

@@ -237,26 +237,6 @@ impl Emitter {
 
     /// The info line (and the count) of a message the driver has.
     fn log_sent(&self, message: &Message, priority: Priority) {
-        crate::telemetry::emitted(message, priority);
-        if self.log_payloads {
-            tracing::info!(
-                id = message.id(),
-                created = message.created(),
-                r#type = message.message_type(),
-                payload = %message.payload().map_or_else(|| "null".to_owned(), ToString::to_string),
-                "Emitter send message #{} to driver {}",
-                message.id(),
-                self.driver.name()
-            );
-        } else {
-            tracing::info!(
-                id = message.id(),
-                created = message.created(),
-                r#type = message.message_type(),
-                "Emitter send message #{} to driver {}",
-                message.id(),
-                self.driver.name()
-            );
-        }
+        crate::telemetry::record_sent(message, priority, self.driver.name(), self.log_payloads);
     }
 }

@@ -157,15 +157,19 @@ pub enum DeadKind {
     Rejected,
     /// The bytes could not be decoded as a message.
     Undecodable,
+    /// The message was [cancelled](crate::flow::Cancellation) before it ran; the error says
+    /// by whom and when.
+    Cancelled,
 }
 
 impl DeadKind {
-    /// `failed`, `rejected` or `undecodable`.
+    /// `failed`, `rejected`, `undecodable` or `cancelled`.
     pub fn as_str(self) -> &'static str {
         match self {
             DeadKind::Failed => "failed",
             DeadKind::Rejected => "rejected",
             DeadKind::Undecodable => "undecodable",
+            DeadKind::Cancelled => "cancelled",
         }
     }
 }
@@ -173,12 +177,19 @@ impl DeadKind {
 impl std::str::FromStr for DeadKind {
     type Err = String;
 
-    /// `failed`, `rejected` or `undecodable`.
+    /// `failed`, `rejected`, `undecodable` or `cancelled`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [DeadKind::Failed, DeadKind::Rejected, DeadKind::Undecodable]
-            .into_iter()
-            .find(|kind| kind.as_str() == s)
-            .ok_or_else(|| format!("unknown kind {s:?}: one of failed, rejected, undecodable"))
+        [
+            DeadKind::Failed,
+            DeadKind::Rejected,
+            DeadKind::Undecodable,
+            DeadKind::Cancelled,
+        ]
+        .into_iter()
+        .find(|kind| kind.as_str() == s)
+        .ok_or_else(|| {
+            format!("unknown kind {s:?}: one of failed, rejected, undecodable, cancelled")
+        })
     }
 }
 

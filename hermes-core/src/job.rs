@@ -6,6 +6,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::flow::Limits;
 use crate::message::from_value;
 use crate::{DEFAULT_PRIORITY, Error, Message, MessageBuilder, Priority, RetryPolicy};
 
@@ -59,6 +60,21 @@ pub trait Job: Serialize + DeserializeOwned + Send + 'static {
     /// How failed runs are tried again; `None` (the default, as for a Hermes handler without a
     /// retry policy) never retries.
     fn retry_policy() -> Option<RetryPolicy> {
+        None
+    }
+
+    /// How many of these jobs may run at once and how often they may start, across every
+    /// worker on the backend (see [`flow`](crate::flow)). The default limits nothing.
+    /// Checked when the handler is registered (the dispatcher refuses to start with a limit
+    /// [`Limits::check`] refuses) and at every emit.
+    fn limits() -> Limits {
+        Limits::new()
+    }
+
+    /// The key this job's per-key limits count it under (a tenant, a customer, a remote
+    /// host), of 1 to [`MAX_LIMIT_KEY_LEN`](crate::flow::MAX_LIMIT_KEY_LEN) bytes; it travels
+    /// with the message. The default is none: per-key limits do not count the job.
+    fn limit_key(&self) -> Option<String> {
         None
     }
 }
@@ -131,6 +147,12 @@ impl MessageBuilder {
     /// ```
     pub fn for_job<J: Job>(job: &J) -> MessageBuilder {
         let mut builder = Message::builder(J::TYPE);
+        if let Err(error) = J::limits().check() {
+            builder.fail(format!("the limits of {}: {error}", J::TYPE));
+        }
+        if let Some(key) = job.limit_key() {
+            builder = builder.limit_key(key);
+        }
         match serde_json::to_value(job) {
             Ok(Value::Null) => builder,
             Ok(value) => builder.payload(&value),

@@ -7,6 +7,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::Error;
+use crate::flow::check_limit_key;
 use crate::time::{to_unix, unix_now};
 
 /// The latest due time a message may have: the last second of the year 9999 (UTC), in Unix
@@ -52,6 +53,7 @@ pub struct Message {
     retries: u32,
     traceparent: Option<String>,
     unique_key: Option<String>,
+    limit_key: Option<String>,
 }
 
 impl Message {
@@ -66,6 +68,7 @@ impl Message {
             retries: 0,
             traceparent: None,
             unique_key: None,
+            limit_key: None,
         }
     }
 
@@ -184,6 +187,7 @@ impl Message {
             retries: self.retries,
             traceparent: self.traceparent.clone(),
             unique_key: self.unique_key.clone(),
+            limit_key: self.limit_key.clone(),
         }
     }
 
@@ -193,6 +197,17 @@ impl Message {
         Message {
             retries: self.retries.saturating_add(1),
             execute_at: Some(execute_at),
+            ..self.clone()
+        }
+    }
+
+    /// The copy that runs again after `delay` without using a retry (a
+    /// [snooze](crate::flow::Snooze), a job over its limits): the same fields and `retries`,
+    /// due `delay` from now.
+    pub fn later_copy(&self, delay: Duration) -> Message {
+        let at = unix_now() + delay.as_secs_f64();
+        Message {
+            execute_at: Some((at * 1e6).round() / 1e6),
             ..self.clone()
         }
     }
@@ -224,6 +239,22 @@ impl Message {
         }
     }
 
+    /// The key this message's per-key [limits](crate::flow::Limits) count it under (a
+    /// tenant, a remote host), set with [`MessageBuilder::limit_key`] or by
+    /// [`Job::limit_key`](crate::Job::limit_key); `None` when it has none. Retry copies keep
+    /// it.
+    pub fn limit_key(&self) -> Option<&str> {
+        self.limit_key.as_deref()
+    }
+
+    /// This message with the limit key `key`, which the caller has checked.
+    pub(crate) fn with_limit_key(self, key: Option<String>) -> Message {
+        Message {
+            limit_key: key,
+            ..self
+        }
+    }
+
     /// Builds a message from decoded parts, applying Hermes' rules: an empty id becomes a fresh
     /// UUID, a payload that is not an object or array becomes `None`; and an invalid
     /// traceparent is dropped.
@@ -245,6 +276,7 @@ impl Message {
             retries,
             traceparent: traceparent.filter(|t| crate::traceparent::is_valid(t)),
             unique_key: None,
+            limit_key: None,
         }
     }
 
@@ -274,6 +306,7 @@ impl std::fmt::Debug for Message {
             .field("retries", &self.retries)
             .field("traceparent", &self.traceparent)
             .field("unique_key", &self.unique_key)
+            .field("limit_key", &self.limit_key)
             .finish()
     }
 }
@@ -292,6 +325,19 @@ impl MessageBuilder {
     pub fn id(mut self, id: impl Into<String>) -> Self {
         let id = id.into();
         self.message.id = if id.is_empty() { new_id() } else { id };
+        self
+    }
+
+    /// Sets the key the per-key [limits](crate::flow::Limits) of its type count it under: a
+    /// tenant, a customer, a remote host. A key that is empty or longer than
+    /// [`MAX_LIMIT_KEY_LEN`](crate::flow::MAX_LIMIT_KEY_LEN) bytes makes
+    /// [`build`](Self::build) fail.
+    pub fn limit_key(mut self, key: impl Into<String>) -> Self {
+        let key = key.into();
+        if let Err(reason) = check_limit_key(&key) {
+            self.fail(reason);
+        }
+        self.message.limit_key = Some(key);
         self
     }
 

@@ -60,6 +60,10 @@ impl Serializer for std::sync::Arc<dyn Serializer> {
 /// decoder ignores it too. On decoding, a `unique_key` that is not a string
 /// [`Unique::check`](crate::Unique::check) would accept (not empty, not too long) is ignored.
 ///
+/// A message with a [limit key](Message::limit_key) has it last (`,"limit_key":"…"`), for the
+/// worker's per-key limits; PHP's decoder ignores it. On decoding, one that is not a string of
+/// 1 to [`MAX_LIMIT_KEY_LEN`](crate::flow::MAX_LIMIT_KEY_LEN) bytes is ignored.
+///
 /// ```
 /// use hermes_core::{JsonSerializer, Message, Serializer};
 ///
@@ -100,6 +104,10 @@ impl Serializer for JsonSerializer {
         }
         if let Some(key) = message.unique_key() {
             out.extend_from_slice(b",\"unique_key\":");
+            write_string(&mut out, key);
+        }
+        if let Some(key) = message.limit_key() {
+            out.extend_from_slice(b",\"limit_key\":");
             write_string(&mut out, key);
         }
         out.extend_from_slice(b"}}");
@@ -148,6 +156,10 @@ impl Serializer for JsonSerializer {
             }
             _ => None,
         };
+        let limit_key = match take(&mut fields, "limit_key") {
+            Some(Value::String(s)) if crate::flow::check_limit_key(&s).is_ok() => Some(s),
+            _ => None,
+        };
         Ok(Message::from_parts(
             id,
             message_type,
@@ -157,7 +169,8 @@ impl Serializer for JsonSerializer {
             retries,
             traceparent,
         )
-        .with_unique_key(unique_key))
+        .with_unique_key(unique_key)
+        .with_limit_key(limit_key))
     }
 }
 

@@ -5,9 +5,11 @@
 //! | metric | kind | labels |
 //! | --- | --- | --- |
 //! | `hermes_emitted_total` | counter | `type`, `priority` |
-//! | `hermes_handled_total` | counter | `type`, `outcome`: `ok`, `failed`, `timed_out`, `panicked` or `no_handler` |
+//! | `hermes_handled_total` | counter | `type`, `outcome`: `ok`, `failed`, `timed_out`, `panicked`, `snoozed`, `cancelled` or `no_handler` |
 //! | `hermes_retried_total` | counter | `type` |
-//! | `hermes_dead_lettered_total` | counter | `type`, `reason`: `failed` or `rejected` |
+//! | `hermes_dead_lettered_total` | counter | `type`, `reason`: `failed`, `rejected` or `cancelled` |
+//! | `hermes_deferred_total` | counter | `type`, `reason`: `limit` (over a [limit](crate::flow::Limits)) or `paused`: put back for later without running |
+//! | `hermes_paused` | gauge | `target` (`priority:<n>`, `type:<name>`): 1 while paused, as a worker last read it |
 //! | `hermes_undecodable_total` | counter | (none: the driver keeps them as dead letters) |
 //! | `hermes_handle_duration_seconds` | histogram | `type` |
 //! | `hermes_wait_seconds` | histogram | `type`: from the due time to the start of handling |
@@ -54,6 +56,11 @@ pub const HANDLED_TOTAL: &str = "hermes_handled_total";
 pub const RETRIED_TOTAL: &str = "hermes_retried_total";
 /// Messages that became dead letters: labels `type` and `reason`.
 pub const DEAD_LETTERED_TOTAL: &str = "hermes_dead_lettered_total";
+/// Messages put back for later without running (over a limit, or of a paused type): labels
+/// `type` and `reason`.
+pub const DEFERRED_TOTAL: &str = "hermes_deferred_total";
+/// 1 while the target (label `target`) is paused, as a worker last read it.
+pub const PAUSED: &str = "hermes_paused";
 /// Undecodable messages a worker met.
 pub const UNDECODABLE_TOTAL: &str = "hermes_undecodable_total";
 /// How long the handlers of a message took, in seconds: label `type`.
@@ -76,6 +83,11 @@ pub fn describe() {
     describe_counter!(RETRIED_TOTAL, "Retry copies sent");
     describe_counter!(DEAD_LETTERED_TOTAL, "Messages that became dead letters");
     describe_counter!(UNDECODABLE_TOTAL, "Undecodable messages met by workers");
+    describe_counter!(
+        DEFERRED_TOTAL,
+        "Messages put back for later without running (over a limit, or paused)"
+    );
+    describe_gauge!(PAUSED, "1 while the target is paused");
     describe_histogram!(
         HANDLE_DURATION_SECONDS,
         Unit::Seconds,
@@ -145,17 +157,28 @@ pub(crate) fn emitted(message: &Message, priority: Priority) {
 }
 
 /// The outcomes, in the order of [`TypeMetrics::handled`].
-const OUTCOMES: [&str; 5] = ["ok", "failed", "timed_out", "panicked", "no_handler"];
+const OUTCOMES: [&str; 7] = [
+    "ok",
+    "failed",
+    "timed_out",
+    "panicked",
+    "snoozed",
+    "cancelled",
+    "no_handler",
+];
 
 /// The metric handles of one message type, registered once when a worker starts, so handling a
 /// message costs no label allocation (and next to nothing without a recorder).
 pub(crate) struct TypeMetrics {
-    handled: [metrics::Counter; 5],
+    handled: [metrics::Counter; 7],
     duration: metrics::Histogram,
     wait: metrics::Histogram,
     retried: metrics::Counter,
     dead_failed: metrics::Counter,
     dead_rejected: metrics::Counter,
+    dead_cancelled: metrics::Counter,
+    deferred_limit: metrics::Counter,
+    deferred_paused: metrics::Counter,
 }
 
 impl TypeMetrics {
@@ -169,6 +192,9 @@ impl TypeMetrics {
             retried: metrics::counter!(RETRIED_TOTAL, "type" => label()),
             dead_failed: metrics::counter!(DEAD_LETTERED_TOTAL, "type" => label(), "reason" => "failed"),
             dead_rejected: metrics::counter!(DEAD_LETTERED_TOTAL, "type" => label(), "reason" => "rejected"),
+            dead_cancelled: metrics::counter!(DEAD_LETTERED_TOTAL, "type" => label(), "reason" => "cancelled"),
+            deferred_limit: metrics::counter!(DEFERRED_TOTAL, "type" => label(), "reason" => "limit"),
+            deferred_paused: metrics::counter!(DEFERRED_TOTAL, "type" => label(), "reason" => "paused"),
         }
     }
 
@@ -183,6 +209,15 @@ impl TypeMetrics {
         self.duration.record(took);
     }
 
+    /// Counts a message put back without running: over a limit, or paused.
+    pub(crate) fn deferred(&self, paused: bool) {
+        if paused {
+            self.deferred_paused.increment(1);
+        } else {
+            self.deferred_limit.increment(1);
+        }
+    }
+
     pub(crate) fn retried(&self) {
         self.retried.increment(1);
     }
@@ -190,6 +225,7 @@ impl TypeMetrics {
     pub(crate) fn dead_lettered(&self, reason: DeadKind) {
         match reason {
             DeadKind::Rejected => self.dead_rejected.increment(1),
+            DeadKind::Cancelled => self.dead_cancelled.increment(1),
             _ => self.dead_failed.increment(1),
         }
     }
@@ -240,5 +276,32 @@ pub(crate) struct InProgress<'a>(&'a metrics::Gauge);
 impl Drop for InProgress<'_> {
     fn drop(&mut self) {
         self.0.decrement(1.0);
+    }
+}
+
+/// Records that the driver `driver` has `message`, on the queue of `priority`, as an emit
+/// does: the emitted-messages count, and the info line
+/// `Emitter send message #<id> to driver <driver>` (with the payload when `log_payloads`).
+/// For a driver that queues messages on the application's behalf outside an
+/// [`Emitter`](crate::Emitter) (inside the application's own database transaction, say).
+pub fn record_sent(message: &Message, priority: Priority, driver: &str, log_payloads: bool) {
+    emitted(message, priority);
+    if log_payloads {
+        tracing::info!(
+            id = message.id(),
+            created = message.created(),
+            r#type = message.message_type(),
+            payload = %message.payload().map_or_else(|| "null".to_owned(), ToString::to_string),
+            "Emitter send message #{} to driver {driver}",
+            message.id(),
+        );
+    } else {
+        tracing::info!(
+            id = message.id(),
+            created = message.created(),
+            r#type = message.message_type(),
+            "Emitter send message #{} to driver {driver}",
+            message.id(),
+        );
     }
 }

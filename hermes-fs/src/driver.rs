@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hermes_core::driver::{
-    Browse, Capabilities, DeadLetters, Delivery, Inspect, PriorityQueues, UniqueEmits, Workers,
-    async_trait,
+    Browse, Capabilities, Controls, DeadLetters, Delivery, Inspect, LimitStore, PriorityQueues,
+    UniqueEmits, Workers, async_trait,
 };
 use hermes_core::{DEFAULT_PRIORITY, Driver, Error, JsonSerializer, Message, Priority, Serializer};
 
@@ -204,6 +204,14 @@ impl Driver for FileSystemDriver {
     }
 
     fn unique(&self) -> Option<&dyn UniqueEmits> {
+        Some(&*self.core)
+    }
+
+    fn limits(&self) -> Option<&dyn LimitStore> {
+        Some(&*self.core)
+    }
+
+    fn controls(&self) -> Option<&dyn Controls> {
         Some(&*self.core)
     }
 }

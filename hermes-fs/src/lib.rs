@@ -43,12 +43,14 @@
 compile_error!("hermes-fs needs a Unix system: it relies on atomic rename and inotify");
 
 mod config;
+mod controls;
 mod core;
 mod dead_letters;
 mod driver;
 mod error;
 mod files;
 mod inspect;
+mod limits;
 mod naming;
 mod receive;
 mod send;

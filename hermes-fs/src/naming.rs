@@ -10,6 +10,9 @@ pub(crate) const WORKERS_FOLDER: &str = "workers";
 /// The folder of the held uniqueness keys, beside the queues.
 pub(crate) const UNIQUE_FOLDER: &str = ".unique";
 
+/// The folder of pauses and cancellations, beside the queues; limits are in its `limits/`.
+pub(crate) const FLOW_FOLDER: &str = ".flow";
+
 /// Hermes' rules for a queue name, and not `workers`, the folder of the workers'
 /// announcements.
 pub(crate) fn validate_queue_name(name: &str) -> Result<(), Error> {

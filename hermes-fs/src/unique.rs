@@ -5,7 +5,7 @@
 //! `.unique/.guard` (`flock`), so of concurrent emits, from any process on the machine, one
 //! takes the key; expired key files are swept now and then under the same lock.
 
-use std::fs::{self, File};
+use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,6 +16,7 @@ use hermes_core::{Emitted, Error, Message, Priority, Unique};
 
 use crate::core::Core;
 use crate::error::io_error;
+use crate::files::locked::{self, Guard};
 use crate::naming::UNIQUE_FOLDER;
 
 /// How often, at most, a process sweeps expired key files: every minute.
@@ -50,9 +51,6 @@ impl Held {
         Ok(until.map(|until| Held { holder, until }))
     }
 }
-
-/// The exclusive lock of the keys' folder, released when dropped (the file closes).
-struct Guard(#[allow(dead_code)] File);
 
 #[async_trait]
 impl UniqueEmits for Core {
@@ -97,17 +95,7 @@ impl Core {
 
     /// Locks the keys' folder against every other process and task.
     fn guard(&self) -> Result<Guard, Error> {
-        let folder = self.unique_folder();
-        fs::create_dir_all(&folder).map_err(|e| io_error("create", &folder, e))?;
-        let path = folder.join(".guard");
-        let file = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| io_error("open", &path, e))?;
-        file.lock().map_err(|e| io_error("lock", &path, e))?;
-        Ok(Guard(file))
+        locked::lock(&self.unique_folder())
     }
 
     /// Whether `held` took `key`: the key's file was absent or expired.
@@ -121,12 +109,7 @@ impl Core {
         {
             return Ok(false);
         }
-        let tmp = self.unique_folder().join(format!(".{}.tmp", uuid_like()));
-        fs::write(&tmp, held.to_bytes()).map_err(|e| io_error("write", &tmp, e))?;
-        if let Err(e) = fs::rename(&tmp, &path) {
-            let _ = fs::remove_file(&tmp);
-            return Err(io_error("write", &path, e));
-        }
+        locked::replace(&path, &held.to_bytes())?;
         self.sweep_now_and_then(now);
         Ok(true)
     }
@@ -167,9 +150,4 @@ impl Core {
             }
         }
     }
-}
-
-/// A random name part, unique enough for temporary files of concurrent processes.
-fn uuid_like() -> String {
-    format!("{}-{:016x}", std::process::id(), rand::random::<u64>())
 }

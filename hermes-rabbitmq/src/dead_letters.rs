@@ -135,12 +135,9 @@ fn number_header(delivery: &AmqpDelivery, name: &str) -> Option<f64> {
     })
 }
 
+/// The kind named `name`; an unknown name reads as a failure.
 fn kind_named(name: &str) -> DeadKind {
-    match name {
-        "rejected" => DeadKind::Rejected,
-        "undecodable" => DeadKind::Undecodable,
-        _ => DeadKind::Failed,
-    }
+    name.parse().unwrap_or(DeadKind::Failed)
 }
 
 #[async_trait]

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use hermes_core::driver::Delivery;
 use hermes_core::{Error, Priority};
-use lapin::types::FieldTable;
 use tokio::time::Instant;
 
 use crate::amqp::Session;
@@ -23,6 +22,10 @@ const HIGHER_PRIORITY_PATIENCE: Duration = Duration::from_millis(250);
 /// on its way (an arrival wakes it sooner).
 const LOOK_AGAIN: Duration = Duration::from_millis(5);
 
+/// How long a `receive` waits for the consumers' forwarders to file a delivery that may have
+/// reached the connection already (an arrival wakes it sooner).
+const FILING_GRACE: Duration = Duration::from_millis(20);
+
 /// What a look at the buffer found.
 // A return value matched at once by the caller: boxing the delivery would cost an allocation
 // per message to save a move of a few hundred bytes.
@@ -30,8 +33,9 @@ const LOOK_AGAIN: Duration = Duration::from_millis(5);
 enum Pick {
     /// The best delivery, or the error of an undecodable body.
     Found(Result<Delivery, Error>),
-    /// Only lower-priority messages, while a higher-priority one is on its way.
-    HigherComing,
+    /// Only lower-priority messages, while a higher-priority one is on its way: look again
+    /// after at most this long.
+    HigherComing(Duration),
     /// Nothing buffered for the selected queues.
     Nothing,
 }
@@ -49,12 +53,10 @@ impl Patience {
         self.until.is_none_or(|until| Instant::now() < until)
     }
 
-    /// Notes a wait for a higher-priority message (the first one starts the patience) and
-    /// returns how long to pause before looking again.
-    fn wait(&mut self) -> Duration {
+    /// Notes a wait for a higher-priority message (the first one starts the patience).
+    fn wait(&mut self) {
         self.until
             .get_or_insert_with(|| Instant::now() + HIGHER_PRIORITY_PATIENCE);
-        LOOK_AGAIN
     }
 }
 
@@ -99,7 +101,10 @@ impl Core {
             };
             let pause = match picked {
                 Pick::Found(delivery) => return delivery.map(Some),
-                Pick::HigherComing => patience.wait(),
+                Pick::HigherComing(pause) => {
+                    patience.wait();
+                    pause
+                }
                 Pick::Nothing => {
                     let now = Instant::now();
                     if now >= deadline {
@@ -117,8 +122,9 @@ impl Core {
 
     /// Takes the best buffered delivery of `queues`. When `patient`, a lower-priority message
     /// is not taken while a higher-priority queue has messages its consumer is about to get:
-    /// ready ones it has room for, or the one the broker sends after an acknowledgement freed
-    /// a slot of its full consumer.
+    /// the one the broker sends after an acknowledgement freed a slot of its full consumer,
+    /// ready ones the consumer has room for, or (once per freed slot) one the broker sent
+    /// before it counted none ready, which the consumer's forwarder is still filing.
     async fn pick(
         &self,
         session: &Session,
@@ -131,11 +137,17 @@ impl Core {
         };
         if patient {
             for (_, queue) in queues.iter().filter(|(p, _)| *p > best) {
-                if session.flows.refill_expected(queue)
-                    || (session.flows.has_room(queue)
-                        && session.ready(queue, FieldTable::default()).await? > 0)
-                {
-                    return Ok(Pick::HigherComing);
+                if session.flows.refill_expected(queue) {
+                    return Ok(Pick::HigherComing(LOOK_AGAIN));
+                }
+                if !session.flows.has_room(queue) {
+                    continue;
+                }
+                if session.ready_behind_deliveries(queue).await? > 0 {
+                    return Ok(Pick::HigherComing(LOOK_AGAIN));
+                }
+                if session.flows.look_again_for_refill(queue) {
+                    return Ok(Pick::HigherComing(FILING_GRACE));
                 }
             }
         }

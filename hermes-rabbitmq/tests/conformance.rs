@@ -25,3 +25,15 @@ mod sealed {
 mod wrapped {
     hermes_testkit::wrapped_facet_suite!(super::common::CLASSIC);
 }
+
+/// The flow-control scenarios with the limits, pauses and cancellations on Redis.
+mod with_redis_store {
+    hermes_testkit::store_suite!(hermes_testkit::suite::StoreHarness::new(
+        super::common::CLASSIC,
+        |queue| async move {
+            let redis = std::env::var("HERMES_REDIS_URL")
+                .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+            hermes_redis::RedisSetDriver::from_url(&format!("{redis}?key={queue}")).await
+        },
+    ));
+}

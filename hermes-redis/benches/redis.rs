@@ -15,11 +15,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use hermes_core::flow::Limits;
 use hermes_core::{DEFAULT_PRIORITY, Driver, Emitter, JsonSerializer, Message, Serializer};
 use hermes_redis::{RedisOptions, RedisSetDriver};
 use hermes_testkit::bench::{
-    cpu_time, emit_from_tasks, emit_in_batches, idle_latency, idle_latency_of, print_ratio,
-    time_dispatch,
+    cpu_time, emit_from_tasks, emit_in_batches, idle_latency, idle_latency_of, print_ratio, rate,
+    time_dispatch, time_limited_dispatch,
 };
 
 fn url() -> String {
@@ -479,7 +480,38 @@ async fn bench(fred: bool, n: usize) {
         raw.del(&keys(&key)).await;
     }
 
+    limit_cost(fred, &key, n).await;
     latency(fred, &key, &mut raw).await;
+}
+
+/// The cost of a limit that never binds: the same handling, each message admitted under a
+/// concurrency limit of 1000 and its slot given up, beside a run without; five rounds of each,
+/// alternating, compared by their medians.
+async fn limit_cost(fred: bool, key: &str, n: usize) {
+    let mut raw = Raw::open(fred).await;
+    for concurrency in [1, 8] {
+        let mut took = [Vec::new(), Vec::new()];
+        for _ in 0..5 {
+            for (i, limits) in [Limits::new(), Limits::new().concurrency(1000)]
+                .into_iter()
+                .enumerate()
+            {
+                fill(key, n).await;
+                let driver = Arc::new(driver(fred, key, |_| {}).await);
+                let run = time_limited_dispatch(driver, "send-email", concurrency, n, limits);
+                took[i].push(run.await);
+                raw.del(&keys(key)).await;
+            }
+        }
+        let [without, with] = took.map(|mut runs| median(&mut runs));
+        println!(
+            "{:<44} {:>9.0} msgs/s | without {:>9.0} msgs/s | cost {:.1}%",
+            format!("handle with a limit, concurrency {concurrency}"),
+            rate(n, with),
+            rate(n, without),
+            (1.0 - rate(n, with) / rate(n, without)) * 100.0
+        );
+    }
 }
 
 /// Latency: an idle worker, messages emitted one by one; polling as before wake-ups (every
@@ -586,6 +618,15 @@ async fn idle_commands(driver: Arc<RedisSetDriver>) -> f64 {
     sent as f64 / window.as_secs_f64()
 }
 
+/// A runtime of two worker threads, as this machine's server has cores.
+fn two_threads() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 fn main() {
     if let Ok(what) = std::env::var(EMIT_ONCE) {
         emit_once(&what);
@@ -596,12 +637,19 @@ fn main() {
         .unwrap_or(20_000);
     let only = std::env::var("HERMES_BENCH_ONLY").unwrap_or_default();
     let emit_only = only == "emit";
+    if only == "limits" {
+        let runtime = two_threads();
+        runtime.block_on(async {
+            for fred in [false, true] {
+                let key = format!("bench-limits-{:08x}", rand::random::<u32>());
+                println!("-- {}", if fred { "fred" } else { "redis" });
+                limit_cost(fred, &key, n).await;
+            }
+        });
+        return;
+    }
     if only == "latency" {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = two_threads();
         runtime.block_on(async {
             for fred in [false, true] {
                 let key = format!("bench-latency-{:08x}", rand::random::<u32>());
@@ -612,11 +660,7 @@ fn main() {
         });
         return;
     }
-    let multi_thread = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let multi_thread = two_threads();
     // On a worker thread, where a server's request handlers emit.
     let on_worker = multi_thread.spawn(async move {
         if emit_only {

@@ -79,6 +79,19 @@ pub struct RedisOptions {
     /// How many dead letters each queue keeps, and for how long (default 10,000 and 180
     /// days); the oldest go first.
     pub retention: Retention,
+    /// Whether an emit waits until replicas have its message before it returns (default
+    /// none: it returns once the master has it).
+    ///
+    /// Redis replicates asynchronously: a master that dies right after it acknowledged a
+    /// write may not have passed it on, and the replica promoted in its place (by Sentinel,
+    /// say) never had it. With a wait, the emit's write and a `WAIT` go together on one
+    /// connection; an emit returns `Ok` only once that many replicas acknowledged the
+    /// message, and otherwise fails with a temporary error once the wait's timeout passed
+    /// (the message was written, and may be lost in a failover, or may not: retrying may
+    /// emit it twice). Delayed messages, retries and unique emits wait too; acknowledgements
+    /// and claims do not (a lost one makes a message run again, which at-least-once delivery
+    /// allows). Not on a Redis Cluster.
+    pub replica_wait: Option<ReplicaWait>,
 }
 
 impl Default for RedisOptions {
@@ -96,6 +109,73 @@ impl Default for RedisOptions {
             prefetch: 16,
             deferred_acks: true,
             retention: Retention::default(),
+            replica_wait: None,
         }
+    }
+}
+
+/// How [`RedisOptions::replica_wait`] holds an emit until replicas have its message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReplicaWait {
+    /// How many replicas must have acknowledged the message (at least 1).
+    pub replicas: u32,
+    /// How long the server waits for them at most (the timeout of Redis' `WAIT`), shorter
+    /// than the driver's call bound [`CALL_TIMEOUT`](hermes_core::driver::CALL_TIMEOUT).
+    pub timeout: Duration,
+}
+
+impl ReplicaWait {
+    /// Waits for `replicas` replicas, at most `timeout`.
+    pub fn new(replicas: u32, timeout: Duration) -> Self {
+        ReplicaWait { replicas, timeout }
+    }
+}
+
+/// A master watched by Redis Sentinel: the sentinels to ask, the master's name, and the
+/// credentials of the master and of the sentinels. Its `Debug` shows no password.
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub struct SentinelConfig {
+    /// The sentinels' addresses, `(host, port)`; any of them that answers names the master.
+    pub sentinels: Vec<(String, u16)>,
+    /// The master's name in the sentinels' configuration (`sentinel monitor <name> …`).
+    pub master: String,
+    /// The ACL user of the master and its replicas; none for `default`.
+    pub username: Option<String>,
+    /// The password of the master and its replicas.
+    pub password: Option<String>,
+    /// The ACL user of the sentinels.
+    pub sentinel_username: Option<String>,
+    /// The password of the sentinels (`requirepass` in their configuration), which may
+    /// differ from the master's.
+    pub sentinel_password: Option<String>,
+    /// The database of the master the queue lives in. Default 0.
+    pub db: u8,
+}
+
+impl SentinelConfig {
+    /// The master `master`, found through `sentinels`, without credentials, database 0.
+    pub fn new(sentinels: Vec<(String, u16)>, master: impl Into<String>) -> Self {
+        SentinelConfig {
+            sentinels,
+            master: master.into(),
+            ..SentinelConfig::default()
+        }
+    }
+}
+
+impl std::fmt::Debug for SentinelConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hidden = |secret: &Option<String>| secret.as_ref().map(|_| "<hidden>");
+        f.debug_struct("SentinelConfig")
+            .field("sentinels", &self.sentinels)
+            .field("master", &self.master)
+            .field("username", &self.username)
+            .field("password", &hidden(&self.password))
+            .field("sentinel_username", &self.sentinel_username)
+            .field("sentinel_password", &hidden(&self.sentinel_password))
+            .field("db", &self.db)
+            .finish()
     }
 }

@@ -4,7 +4,7 @@
 use hermes_core::time::unix_now;
 use hermes_core::{DEFAULT_PRIORITY, Error, Priority};
 
-use crate::client::Reply;
+use crate::client::{Reply, Write};
 use crate::core::{Core, flag};
 use crate::scripts::Script;
 
@@ -34,19 +34,18 @@ impl Core {
         };
         let due = due.to_string();
         let now = unix_now().to_string();
-        self.client
-            .eval(
-                Script::Schedule,
-                &keys,
-                &[
-                    due.as_bytes(),
-                    body,
-                    priority.as_bytes(),
-                    now.as_bytes(),
-                    claim,
-                ],
-            )
-            .await?;
+        self.emit_write(Write::Script(
+            Script::Schedule,
+            &keys,
+            &[
+                due.as_bytes(),
+                body,
+                priority.as_bytes(),
+                now.as_bytes(),
+                claim,
+            ],
+        ))
+        .await?;
         Ok(())
     }
 

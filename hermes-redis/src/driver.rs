@@ -4,7 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hermes_core::driver::{
-    Browse, Capabilities, DeadLetters, Delivery, Inspect, UniqueEmits, Workers, async_trait,
+    Browse, Capabilities, Controls, DeadLetters, Delivery, Inspect, LimitStore, UniqueEmits,
+    Workers, async_trait,
 };
 use hermes_core::{Driver, Error, Message, Priority, Serializer};
 
@@ -91,13 +92,21 @@ impl RedisSetDriver {
     /// - `redis+cluster://host:port?hash_tag=T` for a Redis Cluster, found through that node
     ///   (`nodes=host:port,host:port` adds more). A cluster needs `hash_tag`, so that every key
     ///   of the queue lives in one slot.
+    /// - `redis+sentinel://[user:password@]host:port[,host:port…]/<master>` for the master
+    ///   Redis Sentinel names: the sentinels to ask (port 26379 when left out), then the
+    ///   master's name. The URL's credentials are the master's (and its replicas');
+    ///   `sentinel_user` and `sentinel_password` are the sentinels', `db` the database. The
+    ///   driver follows a failover: a connection that broke is opened again to the master
+    ///   the sentinels name then.
     ///
     /// Parameters, all optional, with the defaults of [`RedisOptions`]: `key` (`hermes`),
     /// `schedule_key` (`hermes_schedule`), `hash_tag`, `client` (`redis` for the `redis` crate,
     /// `fred` for `fred`), `delivery` (`at-least-once` or `at-most-once`),
     /// `visibility_timeout` and `refresh_interval` (seconds), `prefetch` (a count),
     /// `deferred_acks`, `wake_ups` and `keyspace_wake_ups` (`true` or `false`), `tls_ca` (the
-    /// path of a PEM file of certificate authorities, for `rediss://`).
+    /// path of a PEM file of certificate authorities, for `rediss://`), `replica_wait` (how
+    /// many replicas must have an emitted message before the emit returns, see
+    /// [`RedisOptions::replica_wait`]) and `replica_wait_timeout` (seconds, default 1).
     ///
     /// ```no_run
     /// # async fn example() -> Result<(), hermes_core::Error> {
@@ -128,10 +137,18 @@ impl RedisSetDriver {
             (Library::Fred, Target::One(url)) => {
                 RedisSetDriver::connect_fred(&url, config.options).await
             }
+            #[cfg(feature = "redis-rs")]
+            (Library::RedisRs, Target::Sentinel(sentinel)) => {
+                RedisSetDriver::connect_redis_sentinel(&sentinel, config.options).await
+            }
             #[cfg(feature = "fred")]
             (Library::Fred, Target::Cluster(nodes)) => {
                 let url = nodes[0].replacen("redis://", "redis-cluster://", 1);
                 RedisSetDriver::connect_fred(&url, config.options).await
+            }
+            #[cfg(feature = "fred")]
+            (Library::Fred, Target::Sentinel(sentinel)) => {
+                RedisSetDriver::connect_fred_sentinel(&sentinel, config.options).await
             }
         }
     }
@@ -202,7 +219,8 @@ impl RedisSetDriver {
     /// cannot be reached.
     pub async fn connect_redis(url: &str, options: RedisOptions) -> Result<Self, Error> {
         let ca = crate::client::connect::read_tls_ca(options.tls_ca.as_deref(), crate::NAME)?;
-        let (client, wakes) = crate::client::connect::open_redis(url, ca).await?;
+        let lane = options.replica_wait.is_none();
+        let (client, wakes) = Box::pin(crate::client::connect::open_redis(url, ca, lane)).await?;
         RedisSetDriver::on(client, options, wakes)
     }
 
@@ -210,13 +228,33 @@ impl RedisSetDriver {
     /// `redis` crate. Give [`RedisOptions::hash_tag`] so all keys of the queue share a slot.
     ///
     /// # Errors
-    /// [`Error::Config`] for bad URLs or refused credentials; a temporary error when the
-    /// cluster cannot be reached.
+    /// [`Error::Config`] for bad URLs, refused credentials or a
+    /// [`replica_wait`](RedisOptions::replica_wait); a temporary error when the cluster cannot
+    /// be reached.
     pub async fn connect_redis_cluster(
         nodes: &[&str],
         options: RedisOptions,
     ) -> Result<Self, Error> {
-        let (client, wakes) = crate::client::connect::open_redis_cluster(nodes).await?;
+        no_replica_wait_on_a_cluster(&options, crate::NAME)?;
+        let (client, wakes) = Box::pin(crate::client::connect::open_redis_cluster(nodes)).await?;
+        RedisSetDriver::on(client, options, wakes)
+    }
+
+    /// Connects to the master `sentinel` names with the `redis` crate, on one multiplexed
+    /// connection that is opened again when it breaks, to the master the sentinels name then:
+    /// after a failover, the promoted replica. Calls made while no master answers fail with
+    /// temporary errors. Connecting, and every call later, takes at most
+    /// [`CALL_TIMEOUT`](hermes_core::driver::CALL_TIMEOUT).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for refused credentials; a temporary error when no sentinel answers
+    /// or the master they name cannot be reached.
+    pub async fn connect_redis_sentinel(
+        sentinel: &crate::SentinelConfig,
+        options: RedisOptions,
+    ) -> Result<Self, Error> {
+        let (client, wakes) =
+            Box::pin(crate::client::connect::open_redis_sentinel(sentinel)).await?;
         RedisSetDriver::on(client, options, wakes)
     }
 
@@ -265,7 +303,27 @@ impl RedisSetDriver {
     /// cannot be reached.
     pub async fn connect_fred(url: &str, options: RedisOptions) -> Result<Self, Error> {
         let ca = crate::client::connect::read_tls_ca(options.tls_ca.as_deref(), crate::FRED_NAME)?;
-        let client = crate::client::connect::open_fred(url, ca).await?;
+        let config = fred::types::config::Config::from_url(url).map_err(|e| Error::Config {
+            driver: crate::FRED_NAME,
+            message: format!("invalid Redis URL: {e}"),
+        })?;
+        let client = Box::pin(crate::client::connect::open_fred(config, ca)).await?;
+        RedisSetDriver::from_fred(client, options)
+    }
+
+    /// Connects to the master `sentinel` names with `fred`, which follows a failover by
+    /// itself: after a lost connection it asks the sentinels again. Connecting, and every call
+    /// later, takes at most [`CALL_TIMEOUT`](hermes_core::driver::CALL_TIMEOUT).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for refused credentials; a temporary error when no sentinel answers
+    /// or the master they name cannot be reached.
+    pub async fn connect_fred_sentinel(
+        sentinel: &crate::SentinelConfig,
+        options: RedisOptions,
+    ) -> Result<Self, Error> {
+        let config = crate::client::connect::fred_sentinel_config(sentinel);
+        let client = Box::pin(crate::client::connect::open_fred(config, None)).await?;
         RedisSetDriver::from_fred(client, options)
     }
 
@@ -276,9 +334,26 @@ impl RedisSetDriver {
     /// # Errors
     /// [`Error::InvalidQueueName`] for invalid key names.
     pub fn from_fred(client: fred::clients::Client, options: RedisOptions) -> Result<Self, Error> {
+        use fred::interfaces::ClientLike;
+
+        if client.is_clustered() {
+            no_replica_wait_on_a_cluster(&options, crate::FRED_NAME)?;
+        }
         let wakes = crate::client::connect::fred_wake_connections(&client);
         RedisSetDriver::on(Arc::new(crate::FredClient::new(client)), options, wakes)
     }
+}
+
+/// Refuses [`RedisOptions::replica_wait`], which a cluster does not offer.
+#[cfg(any(feature = "redis-rs", feature = "fred"))]
+fn no_replica_wait_on_a_cluster(options: &RedisOptions, driver: &'static str) -> Result<(), Error> {
+    if options.replica_wait.is_some() {
+        return Err(Error::Config {
+            driver,
+            message: "replica_wait is not offered on a Redis Cluster".to_owned(),
+        });
+    }
+    Ok(())
 }
 
 #[async_trait]
@@ -351,6 +426,14 @@ impl Driver for RedisSetDriver {
     }
 
     fn unique(&self) -> Option<&dyn UniqueEmits> {
+        Some(&*self.core)
+    }
+
+    fn limits(&self) -> Option<&dyn LimitStore> {
+        Some(&*self.core)
+    }
+
+    fn controls(&self) -> Option<&dyn Controls> {
         Some(&*self.core)
     }
 }

@@ -56,7 +56,8 @@ pub(crate) fn redis_error(error: redis::RedisError) -> Error {
 
 /// An error of `fred`: refused credentials are a permanent configuration error; lost
 /// connections, timeouts, cancelled commands (the client is reconnecting), a server still
-/// loading its data and cluster reconfigurations are temporary; the rest is not.
+/// loading its data, cluster reconfigurations and failed Sentinel lookups are temporary; the
+/// rest is not.
 #[cfg(feature = "fred")]
 pub(crate) fn fred_error(error: fred::error::Error) -> Error {
     use fred::error::ErrorKind;
@@ -82,8 +83,17 @@ pub(crate) fn fred_error(error: fred::error::Error) -> Error {
             | ErrorKind::Cluster
             | ErrorKind::Routing
             | ErrorKind::Backpressure
-    ) || ["LOADING", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "BUSY"]
-        .iter()
-        .any(|code| details.starts_with(code));
+            // No sentinel answered, or the master named did not: a failover, most likely.
+            | ErrorKind::Sentinel
+    ) || [
+        "LOADING",
+        "TRYAGAIN",
+        "CLUSTERDOWN",
+        "MASTERDOWN",
+        "BUSY",
+        "READONLY",
+    ]
+    .iter()
+    .any(|code| details.starts_with(code));
     Error::client(FRED_NAME, error, temporary)
 }

@@ -300,7 +300,7 @@ impl Core {
             .collect()
     }
 
-    fn reply_error(&self, what: &str) -> Error {
+    pub(crate) fn reply_error(&self, what: &str) -> Error {
         Error::Driver {
             driver: self.name(),
             message: format!("Redis gave an unexpected reply to {what}"),

@@ -36,6 +36,7 @@
 
 mod client;
 mod config;
+mod controls;
 mod core;
 mod dead_letters;
 mod delay;
@@ -44,6 +45,7 @@ mod driver;
 mod error;
 mod inspect;
 mod keyspace;
+mod limits;
 mod naming;
 mod receive;
 mod scripts;
@@ -59,8 +61,8 @@ mod workers;
 pub use client::FredClient;
 #[cfg(feature = "redis-rs")]
 pub use client::RedisRsClient;
-pub use client::{RedisClient, Reply};
-pub use config::{DeliveryMode, RedisOptions};
+pub use client::{RedisClient, Reply, Write};
+pub use config::{DeliveryMode, RedisOptions, ReplicaWait, SentinelConfig};
 pub use driver::RedisSetDriver;
 pub use inspect::LATENCY_SCAN_LIMIT;
 pub use scripts::Script;

@@ -24,6 +24,12 @@ pub(crate) struct Keys {
     pub(crate) workers: String,
     /// The list an idle worker blocks on, poked by Rust emitters (one token at most).
     pub(crate) wake: String,
+    /// The set of what is paused (`priority:<n>`, `type:<name>`).
+    pub(crate) paused: String,
+    /// Cancelled message ids, scored by the time of the request.
+    pub(crate) cancelled: String,
+    /// The requests to cancel: id → record.
+    pub(crate) cancellations: String,
 }
 
 impl Keys {
@@ -46,6 +52,9 @@ impl Keys {
             in_flight: key(&format!("{}_in_flight", options.key)),
             workers: key(&format!("{}_workers", options.key)),
             wake: key(&format!("{}_wake", options.key)),
+            paused: key(&format!("{}_paused", options.key)),
+            cancelled: key(&format!("{}_cancelled", options.key)),
+            cancellations: key(&format!("{}_cancellations", options.key)),
             prefix,
         })
     }
@@ -71,12 +80,15 @@ impl Keys {
             &self.in_flight,
             &self.workers,
             &self.wake,
+            &self.paused,
+            &self.cancelled,
+            &self.cancellations,
         ]
         .contains(&&key);
         if taken || name.ends_with("_dead") || name.ends_with("_dead_letters") {
             return Err(Error::InvalidQueueName {
                 name: hermes_core::driver::excerpt(name),
-                reason: "the name is one of the queue's own keys (its schedule, claims, workers or dead letters)",
+                reason: "the name is one of the queue's own keys (its schedule, claims, workers, controls or dead letters)",
             });
         }
         Ok(key)

@@ -32,11 +32,21 @@ pub enum Script {
     SendUnique,
     /// Give a uniqueness key up when its holder still holds it.
     ReleaseUnique,
+    /// Take a slot of every concurrency bound and record a start in every rate, or nothing.
+    Admit,
+    /// Move the end of a holder's slots forward.
+    RenewSlots,
+    /// How much of a bound is in use.
+    LimitUsage,
+    /// Record a cancellation and drop those kept long enough.
+    Cancel,
+    /// The cancellations recorded since a time.
+    Cancellations,
 }
 
 impl Script {
     /// Every script.
-    pub const ALL: [Script; 14] = [
+    pub const ALL: [Script; 19] = [
         Script::Claim,
         Script::Schedule,
         Script::Nack,
@@ -51,6 +61,11 @@ impl Script {
         Script::Send,
         Script::SendUnique,
         Script::ReleaseUnique,
+        Script::Admit,
+        Script::RenewSlots,
+        Script::LimitUsage,
+        Script::Cancel,
+        Script::Cancellations,
     ];
 
     /// The Lua source.
@@ -70,6 +85,11 @@ impl Script {
             Script::Send => SEND,
             Script::SendUnique => SEND_UNIQUE,
             Script::ReleaseUnique => RELEASE_UNIQUE,
+            Script::Admit => ADMIT,
+            Script::RenewSlots => RENEW_SLOTS,
+            Script::LimitUsage => LIMIT_USAGE,
+            Script::Cancel => CANCEL,
+            Script::Cancellations => CANCELLATIONS,
         }
     }
 }
@@ -508,4 +528,105 @@ return 1
 const RELEASE_UNIQUE: &str = r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
+";
+
+/// The server's clock in milliseconds, `now`: every process's limits count on one clock.
+macro_rules! server_now {
+    () => {
+        "local clock = redis.call('TIME')\nlocal now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)\n"
+    };
+}
+
+/// KEYS: one per bound: a sorted set of slots (holder scored by the end of its lease) or of
+/// starts (a holder scored by its start), in milliseconds of the server's clock.
+/// ARGV: 1 the holder, 2 the lease in ms, then per bound its kind (`s` slots, `r` a rate), its
+/// maximum and its period in ms (0 for slots).
+/// Returns `{0, 0}` when every bound had room (slots taken, starts recorded, each key living
+/// as long as what it holds), else `{i, ms}` for the first full bound `i`: `ms` until its
+/// oldest start leaves the window for a rate, -1 for slots.
+const ADMIT: &str = concat!(
+    server_now!(),
+    r"
+local holder = ARGV[1]
+local lease = tonumber(ARGV[2])
+for i = 1, #KEYS do
+  local kind, max, period = ARGV[3 * i], tonumber(ARGV[3 * i + 1]), tonumber(ARGV[3 * i + 2])
+  if kind == 's' then
+    redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)
+    if not redis.call('ZSCORE', KEYS[i], holder) and redis.call('ZCARD', KEYS[i]) >= max then
+      return {i, -1}
+    end
+  else
+    redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - period)
+    local count = redis.call('ZCARD', KEYS[i])
+    if count >= max then
+      local leaving = redis.call('ZRANGE', KEYS[i], count - max, count - max, 'WITHSCORES')
+      return {i, tonumber(leaving[2]) + period - now}
+    end
+  end
+end
+for i = 1, #KEYS do
+  local kind, period = ARGV[3 * i], tonumber(ARGV[3 * i + 2])
+  if kind == 's' then
+    redis.call('ZADD', KEYS[i], now + lease, holder)
+    if redis.call('PTTL', KEYS[i]) < lease then redis.call('PEXPIRE', KEYS[i], lease) end
+  else
+    redis.call('ZADD', KEYS[i], now, holder)
+    redis.call('PEXPIRE', KEYS[i], period)
+  end
+end
+return {0, 0}
+"
+);
+
+/// KEYS: the slot sets. ARGV: 1 the holder, 2 the lease in ms. Moves the end of the holder's
+/// slots (those it still holds, their lease not over) to a lease from now, at least; returns
+/// how many it still held.
+const RENEW_SLOTS: &str = concat!(
+    server_now!(),
+    r"
+local lease = tonumber(ARGV[2])
+local held = 0
+for i = 1, #KEYS do
+  local ends = redis.call('ZSCORE', KEYS[i], ARGV[1])
+  if ends and tonumber(ends) > now then
+    held = held + 1
+    if tonumber(ends) < now + lease then
+      redis.call('ZADD', KEYS[i], now + lease, ARGV[1])
+      if redis.call('PTTL', KEYS[i]) < lease then redis.call('PEXPIRE', KEYS[i], lease) end
+    end
+  end
+end
+return held
+"
+);
+
+/// KEYS: 1 a bound's set. ARGV: 1 its kind (`s`, `r`), 2 its period in ms. The slots whose
+/// lease has not ended, or the starts within the period.
+const LIMIT_USAGE: &str = concat!(
+    server_now!(),
+    r"
+if ARGV[1] == 's' then return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf') end
+return redis.call('ZCOUNT', KEYS[1], '(' .. (now - tonumber(ARGV[2])), '+inf')
+"
+);
+
+/// KEYS: 1 the sorted set of cancelled ids by time, 2 the hash id → record.
+/// ARGV: 1 the id, 2 its time (Unix seconds), 3 the record, 4 the oldest time kept.
+const CANCEL: &str = r"
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+local old = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[4])
+for _, id in ipairs(old) do redis.call('HDEL', KEYS[2], id) end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[4])
+return 0
+";
+
+/// KEYS: as `CANCEL`. ARGV: 1 the earliest time (Unix seconds), 2 the oldest time kept. The
+/// records from then on, oldest first, 1000 at most (a reader goes on from the last one).
+const CANCELLATIONS: &str = r"
+local from = math.max(tonumber(ARGV[1]), tonumber(ARGV[2]))
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], from, '+inf', 'LIMIT', 0, 1000)
+if #ids == 0 then return {} end
+return redis.call('HMGET', KEYS[2], unpack(ids))
 ";

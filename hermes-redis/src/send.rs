@@ -5,6 +5,7 @@
 use hermes_core::time::unix_now;
 use hermes_core::{Error, Message, Priority};
 
+use crate::client::{Reply, Write};
 use crate::core::Core;
 use crate::scripts::Script;
 use crate::wake::{Carried, token_pushed};
@@ -23,8 +24,7 @@ impl Core {
             }
             _ if carried.is_some() => Some(self.send_and_wake(&key, &[&body]).await?),
             _ => {
-                self.client
-                    .command("SADD", &[key.as_bytes(), &body])
+                self.emit_write(Write::Command("SADD", &[key.as_bytes(), &body]))
                     .await?;
                 None
             }
@@ -69,7 +69,9 @@ impl Core {
             let mut args: Vec<&[u8]> = Vec::with_capacity(due_now.len() + 1);
             args.push(key.as_bytes());
             args.extend(bodies);
-            self.client.command("SADD", &args).await.map(|_| None)
+            self.emit_write(Write::Command("SADD", &args))
+                .await
+                .map(|_| None)
         };
         let schedule = futures_util::future::try_join_all(
             later
@@ -88,8 +90,7 @@ impl Core {
     /// put a token in.
     async fn send_and_wake(&self, key: &str, bodies: &[&[u8]]) -> Result<bool, Error> {
         let reply = self
-            .client
-            .eval(Script::Send, &[key, &self.keys.wake], bodies)
+            .emit_write(Write::Script(Script::Send, &[key, &self.keys.wake], bodies))
             .await?;
         Ok(token_pushed(&reply))
     }
@@ -110,5 +111,39 @@ impl Core {
             Some(carried) => carried.sent(pushed),
             None => self.wake_workers(),
         }
+    }
+}
+
+impl Core {
+    /// Runs a write of an emit: on its own, or followed by a wait for replicas when
+    /// [`RedisOptions::replica_wait`](crate::RedisOptions::replica_wait) asks for one.
+    ///
+    /// # Errors
+    /// The write's; with a wait, a temporary error when fewer replicas than asked for
+    /// acknowledged it within the wait's timeout (it was written on the master).
+    pub(crate) async fn emit_write(&self, write: Write<'_>) -> Result<Reply, Error> {
+        let Some(wait) = self.options.replica_wait else {
+            return match write {
+                Write::Script(script, keys, args) => self.client.eval(script, keys, args).await,
+                Write::Command(name, args) => self.client.command(name, args).await,
+            };
+        };
+        let (reply, acknowledged) = self
+            .client
+            .write_then_wait(write, wait.replicas, wait.timeout)
+            .await?;
+        if acknowledged < u64::from(wait.replicas) {
+            return Err(Error::driver(
+                self.name(),
+                format!(
+                    "the message was written on the master, but {acknowledged} of the {} \
+                     replicas asked for acknowledged it within {} ms: a failover now may lose it",
+                    wait.replicas,
+                    wait.timeout.as_millis()
+                ),
+                true,
+            ));
+        }
+        Ok(reply)
     }
 }

@@ -6,7 +6,7 @@ use hermes_core::driver::{UniqueEmits, async_trait, unique_backend_name};
 use hermes_core::time::unix_now;
 use hermes_core::{DEFAULT_PRIORITY, Emitted, Error, Message, Priority, Unique};
 
-use crate::client::Reply;
+use crate::client::{Reply, Write};
 use crate::core::Core;
 use crate::scripts::Script;
 
@@ -50,8 +50,7 @@ impl UniqueEmits for Core {
         }
         let window_ms = unique.window().as_millis().max(1).to_string();
         let reply = self
-            .client
-            .eval(
+            .emit_write(Write::Script(
                 Script::SendUnique,
                 &keys,
                 &[
@@ -61,7 +60,7 @@ impl UniqueEmits for Core {
                     due.as_bytes(),
                     priority_arg.as_bytes(),
                 ],
-            )
+            ))
             .await?;
         if reply == Reply::Int(0) {
             if let Some(carried) = carried {

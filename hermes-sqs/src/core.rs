@@ -66,6 +66,9 @@ pub(crate) struct HeldQueue {
 }
 
 /// One entry of a [`HeldQueue`], handed out in order by `receive`.
+// Nearly every entry is a message: boxing it would cost an allocation per message to save
+// the room of a rare error.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(crate) enum Entry {
     Message(Held),

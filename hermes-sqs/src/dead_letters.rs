@@ -168,11 +168,7 @@ fn stored_letter(message: aws_sdk_sqs::types::Message) -> Option<StoredLetter> {
             reason
         }
         Some(kind) => {
-            let kind = match kind {
-                "failed" => DeadKind::Failed,
-                "rejected" => DeadKind::Rejected,
-                _ => DeadKind::Undecodable,
-            };
+            let kind = kind.parse().unwrap_or(DeadKind::Undecodable);
             let mut reason = DeadReason::new(kind, text(ERROR_ATTRIBUTE).unwrap_or_default());
             reason.handler = text(HANDLER_ATTRIBUTE);
             reason.at = text(AT_ATTRIBUTE)

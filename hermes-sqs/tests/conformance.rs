@@ -23,3 +23,18 @@ mod sealed {
 mod wrapped {
     hermes_testkit::wrapped_facet_suite!(super::common::SqsHarness);
 }
+
+/// The flow-control scenarios with the limits, pauses and cancellations on PostgreSQL.
+mod with_postgres_store {
+    hermes_testkit::store_suite!(hermes_testkit::suite::StoreHarness::new(
+        super::common::SqsHarness,
+        |queue| async move {
+            let postgres = std::env::var("HERMES_POSTGRES_URL")
+                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+            hermes_postgres::PostgresDriver::from_url(&format!(
+                "{postgres}?queue={queue}&schema=hermes_sqs_store&migrate=true"
+            ))
+            .await
+        },
+    ));
+}

@@ -13,9 +13,34 @@ pub async fn time_dispatch(
     concurrency: usize,
     n: usize,
 ) -> Duration {
+    time_limited_dispatch(
+        driver,
+        message_type,
+        concurrency,
+        n,
+        hermes_core::flow::Limits::new(),
+    )
+    .await
+}
+
+/// [`time_dispatch`], with `limits` on `message_type` (checked against the driver's limit
+/// store for every message).
+///
+/// # Panics
+/// When the limits are refused or the dispatcher fails.
+pub async fn time_limited_dispatch(
+    driver: std::sync::Arc<dyn hermes_core::Driver>,
+    message_type: &str,
+    concurrency: usize,
+    n: usize,
+    limits: hermes_core::flow::Limits,
+) -> Duration {
     let mut dispatcher = hermes_core::Dispatcher::from_arc(driver)
         .concurrency(concurrency)
         .max_items(n as u64);
+    dispatcher
+        .limit(message_type, limits)
+        .expect("the benchmark's limits");
     dispatcher.register_handler(
         message_type,
         std::sync::Arc::new(hermes_core::handler_fn(|_m: hermes_core::Message| async {

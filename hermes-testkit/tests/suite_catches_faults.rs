@@ -5,8 +5,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use hermes_core::driver::{
-    Browse, Capabilities, DeadLetters, Delivery, Inspect, UniqueEmits, Workers, forward,
+    Browse, Capabilities, Controls, DeadLetters, Delivery, Inspect, LimitStore, MemoryStore,
+    UniqueEmits, Workers, forward,
 };
+use hermes_core::flow::{Admission, Bound, Cancellation, PauseTarget};
 use hermes_core::inspect::{DeadLetter, DeadReason, Figure, QueueState, QueueStats, Replay};
 use hermes_core::workers::WorkerInfo;
 use hermes_core::{
@@ -54,6 +56,12 @@ enum Fault {
     KeyNeverReleased,
     /// `send_unique` holds keys for a day, whatever the window.
     KeyNeverExpires,
+    /// Each instance keeps its own limit slots and starts, as if in its process's memory.
+    LimitsPerProcess,
+    /// Slots are taken for a day, whatever the lease.
+    SlotsNeverExpire,
+    /// Each instance keeps its own pauses and cancellations.
+    ControlsPerProcess,
 }
 
 /// Hermes' JSON with `/` left unescaped.
@@ -75,6 +83,25 @@ struct Faulty {
     inner: MemoryDriver,
     fault: Fault,
     local_keys: std::sync::Mutex<std::collections::HashSet<String>>,
+    local_flow: MemoryStore,
+}
+
+impl Faulty {
+    /// Where this instance keeps its limits.
+    fn limit_store(&self) -> &dyn LimitStore {
+        match self.fault {
+            Fault::LimitsPerProcess => &self.local_flow,
+            _ => self.inner.limits().unwrap(),
+        }
+    }
+
+    /// Where this instance keeps its pauses and cancellations.
+    fn control_store(&self) -> &dyn Controls {
+        match self.fault {
+            Fault::ControlsPerProcess => &self.local_flow,
+            _ => self.inner.controls().unwrap(),
+        }
+    }
 }
 
 #[async_trait]
@@ -161,6 +188,57 @@ impl Driver for Faulty {
     }
     fn unique(&self) -> Option<&dyn UniqueEmits> {
         Some(self)
+    }
+    fn limits(&self) -> Option<&dyn LimitStore> {
+        Some(self)
+    }
+    fn controls(&self) -> Option<&dyn Controls> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl LimitStore for Faulty {
+    async fn admit(
+        &self,
+        holder: &str,
+        bounds: &[Bound],
+        lease: Duration,
+    ) -> Result<Admission, Error> {
+        let lease = if self.fault == Fault::SlotsNeverExpire {
+            Duration::from_secs(86_400)
+        } else {
+            lease
+        };
+        self.limit_store().admit(holder, bounds, lease).await
+    }
+    async fn renew(&self, holder: &str, names: &[String], lease: Duration) -> Result<bool, Error> {
+        self.limit_store().renew(holder, names, lease).await
+    }
+    async fn release(&self, holder: &str, names: &[String]) -> Result<(), Error> {
+        self.limit_store().release(holder, names).await
+    }
+    async fn usage(&self, bound: &Bound) -> Result<u32, Error> {
+        self.limit_store().usage(bound).await
+    }
+}
+
+#[async_trait]
+impl Controls for Faulty {
+    async fn pause(&self, target: &PauseTarget) -> Result<(), Error> {
+        self.control_store().pause(target).await
+    }
+    async fn resume(&self, target: &PauseTarget) -> Result<bool, Error> {
+        self.control_store().resume(target).await
+    }
+    async fn paused(&self) -> Result<Vec<PauseTarget>, Error> {
+        self.control_store().paused().await
+    }
+    async fn cancel(&self, cancellation: &Cancellation) -> Result<(), Error> {
+        self.control_store().cancel(cancellation).await
+    }
+    async fn cancellations(&self, since: f64) -> Result<Vec<Cancellation>, Error> {
+        self.control_store().cancellations(since).await
     }
 }
 
@@ -320,6 +398,7 @@ impl Harness for FaultyHarness {
             },
             fault: self.1,
             local_keys: std::sync::Mutex::default(),
+            local_flow: MemoryStore::new(),
         })
     }
     async fn push_raw(&self, queue: &str, bytes: &[u8]) -> Result<(), Error> {
@@ -510,4 +589,35 @@ must_fail!(
     schedulers_with_keys_per_process_fail,
     Fault::KeysPerProcess,
     three_schedulers_emit_one_message_per_tick
+);
+
+must_fail!(
+    limits_kept_per_process_fail,
+    Fault::LimitsPerProcess,
+    a_concurrency_limit_holds_across_workers
+);
+must_fail!(
+    rates_kept_per_process_fail,
+    Fault::LimitsPerProcess,
+    a_rate_holds_in_every_window
+);
+must_fail!(
+    slots_that_never_expire_fail,
+    Fault::SlotsNeverExpire,
+    a_dead_holders_slot_frees_after_its_lease
+);
+must_fail!(
+    snoozes_run_at_once_fail,
+    Fault::IgnoresDelay,
+    a_snoozed_job_runs_again_with_its_retries
+);
+must_fail!(
+    pauses_kept_per_process_fail,
+    Fault::ControlsPerProcess,
+    pausing_stops_new_starts_and_resuming_restarts_them
+);
+must_fail!(
+    cancellations_kept_per_process_fail,
+    Fault::ControlsPerProcess,
+    cancelling_stops_waiting_and_running_jobs
 );

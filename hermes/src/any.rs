@@ -5,7 +5,8 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use hermes_core::driver::{
-    Browse, Capabilities, DeadLetters, Delivery, Inspect, UniqueEmits, Workers,
+    Browse, Capabilities, Controls, DeadLetters, Delivery, Inspect, LimitStore, UniqueEmits,
+    Workers,
 };
 use hermes_core::{Driver, Error, Message, Priority, Serializer, Shutdown};
 
@@ -45,6 +46,10 @@ pub enum AnyDriver {
     #[cfg(feature = "sqs")]
     #[cfg_attr(docsrs, doc(cfg(feature = "sqs")))]
     Sqs(hermes_sqs::SqsDriver),
+    /// PostgreSQL.
+    #[cfg(feature = "postgres")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+    Postgres(hermes_postgres::PostgresDriver),
     /// This process's memory.
     #[cfg(feature = "memory")]
     #[cfg_attr(docsrs, doc(cfg(feature = "memory")))]
@@ -63,6 +68,8 @@ macro_rules! each {
             AnyDriver::RabbitMq($driver) => $body,
             #[cfg(feature = "sqs")]
             AnyDriver::Sqs($driver) => $body,
+            #[cfg(feature = "postgres")]
+            AnyDriver::Postgres($driver) => $body,
             #[cfg(feature = "memory")]
             AnyDriver::Memory($driver) => $body,
         }
@@ -107,6 +114,8 @@ impl AnyDriver {
             AnyDriver::RabbitMq(driver) => AnyDriver::RabbitMq(driver.with_serializer(serializer)),
             #[cfg(feature = "sqs")]
             AnyDriver::Sqs(driver) => AnyDriver::Sqs(driver.with_serializer(serializer)),
+            #[cfg(feature = "postgres")]
+            AnyDriver::Postgres(driver) => AnyDriver::Postgres(driver.with_serializer(serializer)),
             #[cfg(feature = "memory")]
             AnyDriver::Memory(driver) => AnyDriver::Memory(driver.with_serializer(serializer)),
         }
@@ -183,5 +192,13 @@ impl Driver for AnyDriver {
 
     fn unique(&self) -> Option<&dyn UniqueEmits> {
         each!(self, driver => driver.unique())
+    }
+
+    fn limits(&self) -> Option<&dyn LimitStore> {
+        each!(self, driver => driver.limits())
+    }
+
+    fn controls(&self) -> Option<&dyn Controls> {
+        each!(self, driver => driver.controls())
     }
 }

@@ -8,17 +8,17 @@ use hermes_core::{Driver, Error, Priority};
 use crate::AnyDriver;
 
 /// The driver of the queue `url` names, as the `hermes` command reads it: `file://`,
-/// `redis://`, `rediss://`, `redis+cluster://`, `amqp://`, `amqps://`, `sqs://` or `memory://`,
-/// each read by its backend crate (which documents its parameters), when this build has the
-/// backend's feature.
+/// `redis://`, `rediss://`, `redis+cluster://`, `redis+sentinel://`, `amqp://`, `amqps://`,
+/// `sqs://`, `postgres://`, `postgresql://` or `memory://`, each read by its backend crate
+/// (which documents its parameters), when this build has the backend's feature.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), hermes::Error> {
 /// let driver = hermes::connect("memory://doc-connect").await?;
 ///
-/// let err = hermes::connect("postgres://app:s3cret@db/jobs").await.unwrap_err();
-/// assert!(err.to_string().contains("postgres://"), "{err}");
+/// let err = hermes::connect("mysql://app:s3cret@db/jobs").await.unwrap_err();
+/// assert!(err.to_string().contains("mysql://"), "{err}");
 /// assert!(!err.to_string().contains("s3cret"), "never the password");
 /// # Ok(()) }
 /// ```
@@ -100,11 +100,15 @@ impl fmt::Debug for Connect {
 }
 
 /// The schemes each backend reads, with the features that bring it.
-const BACKENDS: [(&[&str], &str); 5] = [
+const BACKENDS: [(&[&str], &str); 6] = [
     (&["file"], "`fs`"),
-    (&["redis", "rediss", "redis+cluster"], "`redis` or `fred`"),
+    (
+        &["redis", "rediss", "redis+cluster", "redis+sentinel"],
+        "`redis` or `fred`",
+    ),
     (&["amqp", "amqps"], "`rabbitmq`"),
     (&["sqs"], "`sqs`"),
+    (&["postgres", "postgresql"], "`postgres`"),
     (&["memory"], "`memory`"),
 ];
 
@@ -123,7 +127,7 @@ async fn open(url: &str) -> Result<AnyDriver, Error> {
             hermes_fs::FileSystemDriver::from_url(url)?,
         )),
         #[cfg(any(feature = "redis", feature = "fred"))]
-        "redis" | "rediss" | "redis+cluster" => Ok(AnyDriver::Redis(
+        "redis" | "rediss" | "redis+cluster" | "redis+sentinel" => Ok(AnyDriver::Redis(
             hermes_redis::RedisSetDriver::from_url(url).await?,
         )),
         #[cfg(feature = "rabbitmq")]
@@ -132,6 +136,10 @@ async fn open(url: &str) -> Result<AnyDriver, Error> {
         )),
         #[cfg(feature = "sqs")]
         "sqs" => Ok(AnyDriver::Sqs(hermes_sqs::SqsDriver::from_url(url).await?)),
+        #[cfg(feature = "postgres")]
+        "postgres" | "postgresql" => Ok(AnyDriver::Postgres(
+            hermes_postgres::PostgresDriver::from_url(url).await?,
+        )),
         #[cfg(feature = "memory")]
         "memory" => memory::open(url).map(AnyDriver::Memory),
         "" => Err(refused(

@@ -47,10 +47,11 @@
 //! | feature | backend | URLs |
 //! | --- | --- | --- |
 //! | `fs` (default) | a local directory, no broker (`hermes::fs`) | `file:///var/hermes?queue=jobs` |
-//! | `redis` | Redis on the `redis` crate (`hermes::redis`) | `redis://`, `rediss://`, `redis+cluster://` |
+//! | `redis` | Redis on the `redis` crate (`hermes::redis`) | `redis://`, `rediss://`, `redis+cluster://`, `redis+sentinel://` |
 //! | `fred` | Redis on `fred` | the same, with `client=fred` |
 //! | `rabbitmq` | RabbitMQ (`hermes::rabbitmq`) | `amqp://`, `amqps://` |
 //! | `sqs` | Amazon SQS (`hermes::sqs`) | `sqs://queue-name?region=…` |
+//! | `postgres` | PostgreSQL (`hermes::postgres`) | `postgres://user@host/db?queue=jobs` |
 //! | `memory` | in this process, for tests (`hermes::memory`) | `memory://name` |
 //! | `seal` | sealed and compressed payloads on any backend (`hermes::seal`) | |
 //!
@@ -101,6 +102,14 @@ pub mod sqs {
     pub use hermes_sqs::*;
 }
 
+/// The PostgreSQL driver (see [`hermes_postgres`]).
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub mod postgres {
+    #[doc(inline)]
+    pub use hermes_postgres::*;
+}
+
 /// The in-memory driver, for tests (see [`hermes_testkit`]): `memory://name` opens the queues
 /// of that name in this process, the same ones each time.
 #[cfg(feature = "memory")]
@@ -139,10 +148,12 @@ mod guide {
         Redis = "../../docs/src/backends/redis.md",
         RabbitMq = "../../docs/src/backends/rabbitmq.md",
         Sqs = "../../docs/src/backends/sqs.md",
+        Postgres = "../../docs/src/backends/postgres.md",
         Memory = "../../docs/src/backends/memory.md",
         Operating = "../../docs/src/operating.md",
         Observing = "../../docs/src/observing.md",
         PeriodicAndUnique = "../../docs/src/periodic-and-unique.md",
+        FlowControl = "../../docs/src/flow-control.md",
         Testing = "../../docs/src/testing.md",
         Php = "../../docs/src/php.md",
         SealedPayloads = "../../docs/src/sealed-payloads.md",

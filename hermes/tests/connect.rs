@@ -111,6 +111,23 @@ async fn rabbitmq() {
     .await;
 }
 
+#[tokio::test]
+async fn postgres() {
+    let server = std::env::var("HERMES_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let url = format!(
+        "{server}?queue={}&schema=hermes_connect",
+        unique_queue_name("connect")
+    );
+    opens(
+        "postgres://",
+        &url,
+        |d| matches!(d, AnyDriver::Postgres(_)),
+        "postgres",
+    )
+    .await;
+}
+
 /// SQS takes its credentials from the environment, which a test may not change in its own
 /// process: this test runs itself again in a child process with the local server's.
 #[test]
@@ -172,7 +189,12 @@ async fn memory_urls_of_one_name_share_their_queues() {
 #[tokio::test]
 async fn mistakes_are_named_and_passwords_never_shown() {
     for (url, names) in [
-        ("postgres://app:s3cret@127.0.0.1/jobs", "postgres://"),
+        ("mysql://app:s3cret@127.0.0.1/jobs", "mysql://"),
+        ("postgres://app:s3cret@127.0.0.1/jobs?colour=red", "colour"),
+        (
+            "postgres://app:s3cret@127.0.0.1/jobs?schema=Drop%20Table",
+            "schema",
+        ),
         ("s3cret@127.0.0.1", "scheme"),
         ("redis://:s3cret@127.0.0.1:6379/0?colour=red", "colour"),
         ("redis://:s3cret@127.0.0.1:6379/0?prefetch=many", "prefetch"),

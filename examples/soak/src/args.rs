@@ -66,6 +66,8 @@ pub enum DriverKind {
     Rabbitmq,
     /// The SQS driver.
     Sqs,
+    /// The PostgreSQL driver.
+    Postgres,
     /// The in-memory driver; its workers are threads of this process.
     Memory,
 }
@@ -79,6 +81,7 @@ impl DriverKind {
             DriverKind::RedisFred => "redis-fred",
             DriverKind::Rabbitmq => "rabbitmq",
             DriverKind::Sqs => "sqs",
+            DriverKind::Postgres => "postgres",
             DriverKind::Memory => "memory",
         }
     }
@@ -115,9 +118,16 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_duration)]
     pub pause_every: Option<Duration>,
     /// Restart the broker this often: RabbitMQ with `rabbitmqctl stop_app` / `start_app`, Redis
-    /// only on the server the run starts itself (with AOF and `appendfsync always`).
+    /// only on the server the run starts itself (with AOF and `appendfsync always`), or fail
+    /// over with `--sentinel`.
     #[arg(long, value_parser = parse_duration)]
     pub broker_restart_every: Option<Duration>,
+    /// Redis only: run on a master, a replica and three sentinels the run starts itself, with
+    /// the replica wait on (`redis+sentinel://…?replica_wait=1`); a broker restart is then a
+    /// failover: the master is SIGKILLed, the sentinels promote the replica, and an empty
+    /// server takes the old master's place as a replica.
+    #[arg(long)]
+    pub sentinel: bool,
     /// The share of messages, in percent, emitted with a delay of up to 2 s (on RabbitMQ they
     /// pass through the delay ladder's queues). Default 10.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=100))]

@@ -7,10 +7,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::args::{DriverKind, RunArgs};
+use crate::sentinel::SentinelServers;
 use crate::target::{Target, sqs_client};
 
 const DEFAULT_AMQP_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 const DEFAULT_SQS_ENDPOINT: &str = "http://127.0.0.1:4566";
+const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 
 /// How long a restarted broker stays down.
 pub const DOWN_FOR: Duration = Duration::from_secs(1);
@@ -20,6 +22,8 @@ pub const DOWN_FOR: Duration = Duration::from_secs(1);
 pub struct Broker {
     kind: DriverKind,
     own_server: Option<OwnServer>,
+    /// With `--sentinel`: the servers and sentinels the run started; a restart is a failover.
+    sentinel: Option<SentinelServers>,
 }
 
 impl Broker {
@@ -32,6 +36,7 @@ impl Broker {
         let kind = args.driver.expect("required by the command line");
         let restarts = args.broker_restart_every.is_some();
         let mut own_server = None;
+        let mut sentinel = None;
         let endpoint = match kind {
             DriverKind::Fs | DriverKind::Memory => {
                 if restarts {
@@ -41,6 +46,23 @@ impl Broker {
                     ));
                 }
                 folder.join("queues").display().to_string()
+            }
+            DriverKind::Redis | DriverKind::RedisFred if args.sentinel => {
+                if args.url.is_some() {
+                    return Err("--sentinel starts servers and sentinels of the run's own: \
+                                leave out --url"
+                        .to_owned());
+                }
+                let group = SentinelServers::start(&folder.join("sentinel"))?;
+                let url = group.url();
+                sentinel = Some(group);
+                url
+            }
+            _ if args.sentinel => {
+                return Err(format!(
+                    "--sentinel is for the Redis drivers, not {}",
+                    kind.name()
+                ));
             }
             DriverKind::Redis | DriverKind::RedisFred => match &args.url {
                 Some(_) if restarts => {
@@ -52,7 +74,8 @@ impl Broker {
                 }
                 Some(url) => url.clone(),
                 None => {
-                    let server = OwnServer::start(ServerKind::Redis, &folder.join("redis"))?;
+                    let server =
+                        OwnServer::start(ServerKind::Redis, &folder.join("redis"), Vec::new())?;
                     let url = server.url();
                     own_server = Some(server);
                     url
@@ -72,6 +95,27 @@ impl Broker {
                 }
                 url
             }
+            DriverKind::Postgres => match &args.url {
+                Some(_) if restarts => {
+                    return Err(
+                        "--broker-restart-every restarts only the PostgreSQL cluster the run \
+                         starts itself: leave out --url"
+                            .to_owned(),
+                    );
+                }
+                Some(url) => url.clone(),
+                None if restarts => {
+                    let server = OwnServer::start(
+                        ServerKind::Postgres,
+                        &folder.join("postgres"),
+                        Vec::new(),
+                    )?;
+                    let url = server.url();
+                    own_server = Some(server);
+                    url
+                }
+                None => DEFAULT_POSTGRES_URL.to_owned(),
+            },
             DriverKind::Sqs => {
                 if restarts {
                     return Err("--broker-restart-every: an SQS server cannot be restarted \
@@ -89,7 +133,14 @@ impl Broker {
             queue: queue.to_owned(),
             visibility: args.visibility,
         };
-        Ok((Broker { kind, own_server }, target))
+        Ok((
+            Broker {
+                kind,
+                own_server,
+                sentinel,
+            },
+            target,
+        ))
     }
 
     /// Where the queue `queue` of an outage run lives: on a Redis or SQS test server the run
@@ -104,10 +155,21 @@ impl Broker {
         visibility: Duration,
     ) -> Result<(Broker, Target), String> {
         let own_server = match kind {
-            DriverKind::Redis | DriverKind::RedisFred => {
-                Some(OwnServer::start(ServerKind::Redis, &folder.join("redis"))?)
-            }
-            DriverKind::Sqs => Some(OwnServer::start(ServerKind::Moto, &folder.join("moto"))?),
+            DriverKind::Redis | DriverKind::RedisFred => Some(OwnServer::start(
+                ServerKind::Redis,
+                &folder.join("redis"),
+                Vec::new(),
+            )?),
+            DriverKind::Sqs => Some(OwnServer::start(
+                ServerKind::Moto,
+                &folder.join("moto"),
+                Vec::new(),
+            )?),
+            DriverKind::Postgres => Some(OwnServer::start(
+                ServerKind::Postgres,
+                &folder.join("postgres"),
+                Vec::new(),
+            )?),
             DriverKind::Rabbitmq => None,
             DriverKind::Fs | DriverKind::Memory => {
                 return Err(format!("the {} driver has no broker to stop", kind.name()));
@@ -122,7 +184,14 @@ impl Broker {
             queue: queue.to_owned(),
             visibility,
         };
-        Ok((Broker { kind, own_server }, target))
+        Ok((
+            Broker {
+                kind,
+                own_server,
+                sentinel: None,
+            },
+            target,
+        ))
     }
 
     /// Stops the broker: `rabbitmqctl stop_app`, or kills the run's own server.
@@ -162,11 +231,14 @@ impl Broker {
     }
 
     /// Stops the broker, keeps it down for [`DOWN_FOR`], starts it again and waits until it
-    /// answers.
+    /// answers; with `--sentinel`, fails over (see [`SentinelServers::fail_over`]).
     ///
     /// # Errors
     /// When it cannot be stopped or started.
     pub fn restart(&mut self) -> Result<(), String> {
+        if let Some(sentinel) = &mut self.sentinel {
+            return sentinel.fail_over();
+        }
         self.stop()?;
         std::thread::sleep(DOWN_FOR);
         self.start()
@@ -175,7 +247,9 @@ impl Broker {
     /// Removes what the run left on the broker (queues, keys); best effort.
     pub async fn clean_up(&mut self, target: &Target) {
         match self.kind {
-            DriverKind::Redis | DriverKind::RedisFred if self.own_server.is_none() => {
+            DriverKind::Redis | DriverKind::RedisFred
+                if self.own_server.is_none() && self.sentinel.is_none() =>
+            {
                 delete_redis_keys(&target.endpoint, &target.queue);
             }
             DriverKind::Rabbitmq => delete_rabbitmq_queues(target).await,
@@ -183,7 +257,19 @@ impl Broker {
             _ => {}
         }
         self.own_server = None;
+        self.sentinel = None;
     }
+}
+
+/// A loopback port no one listens on now.
+///
+/// # Errors
+/// When none can be had.
+pub fn free_port() -> Result<u16, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("no free port: {e}"))
 }
 
 fn is_loopback(url: &str) -> bool {
@@ -288,12 +374,16 @@ async fn delete_sqs_queues(target: &Target) {
 
 /// A server the run starts itself on a free loopback port, and stops when dropped: Redis
 /// appending every write to its AOF and syncing it before replying (`appendfsync always`), so
-/// a restart loses nothing it confirmed; or an SQS test server (moto).
+/// a restart loses nothing it confirmed; a PostgreSQL cluster (`initdb`, then `pg_ctl`, as
+/// the `postgres` user when run as root), stopped with `pg_ctl stop -m immediate`, a crash
+/// its write-ahead log recovers from; or an SQS test server (moto).
 #[derive(Debug)]
 pub struct OwnServer {
     kind: ServerKind,
     folder: PathBuf,
     port: u16,
+    /// More settings of a Redis (`--name value` pairs).
+    settings: Vec<String>,
     process: Option<Child>,
 }
 
@@ -305,27 +395,31 @@ pub enum ServerKind {
     /// moto, run by the Python of `HERMES_MOTO_PYTHON` (default: the virtualenv the test
     /// command installs it into).
     Moto,
+    /// PostgreSQL, from the newest version under `/usr/lib/postgresql`.
+    Postgres,
 }
 
 impl OwnServer {
-    /// Starts one, keeping its files in `folder`.
+    /// Starts one, keeping its files in `folder`, with more `settings` for a Redis.
     ///
     /// # Errors
     /// When the server cannot be run or does not answer.
-    pub fn start(kind: ServerKind, folder: &Path) -> Result<Self, String> {
+    pub fn start(kind: ServerKind, folder: &Path, settings: Vec<String>) -> Result<Self, String> {
         std::fs::create_dir_all(folder).map_err(|e| format!("cannot create {folder:?}: {e}"))?;
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| format!("no free port: {e}"))?
-            .port();
         let mut server = OwnServer {
             kind,
             folder: folder.to_path_buf(),
-            port,
+            port: free_port()?,
+            settings,
             process: None,
         };
         server.launch()?;
         Ok(server)
+    }
+
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// Its URL.
@@ -333,6 +427,7 @@ impl OwnServer {
         match self.kind {
             ServerKind::Redis => format!("redis://127.0.0.1:{}", self.port),
             ServerKind::Moto => format!("http://127.0.0.1:{}", self.port),
+            ServerKind::Postgres => format!("postgres://postgres@127.0.0.1:{}/postgres", self.port),
         }
     }
 
@@ -353,9 +448,11 @@ impl OwnServer {
                         "--save",
                         "",
                     ])
-                    .args(["--logfile", "redis.log", "--daemonize", "no"]);
+                    .args(["--logfile", "redis.log", "--daemonize", "no"])
+                    .args(&self.settings);
                 command
             }
+            ServerKind::Postgres => unreachable!("started by pg_ctl"),
             ServerKind::Moto => {
                 let python = std::env::var("HERMES_MOTO_PYTHON")
                     .unwrap_or_else(|_| "/var/tmp/hermes-moto-venv/bin/python".to_owned());
@@ -375,6 +472,9 @@ impl OwnServer {
     /// # Errors
     /// When it does not come back.
     pub fn launch(&mut self) -> Result<(), String> {
+        if self.kind == ServerKind::Postgres {
+            return self.pg_start();
+        }
         let child = self
             .command()
             .stdin(Stdio::null())
@@ -411,12 +511,110 @@ impl OwnServer {
             && &reply == b"+PONG\r\n"
     }
 
-    /// Kills the server (SIGKILL: whatever Redis confirmed is in its AOF).
+    /// Kills the server (SIGKILL: whatever Redis confirmed is in its AOF; PostgreSQL stops
+    /// at once, and recovers from its write-ahead log when started).
     pub fn stop(&mut self) {
+        if self.kind == ServerKind::Postgres {
+            let data = self.folder.join("data");
+            let _ = pg_command("pg_ctl")
+                .arg("-D")
+                .arg(&data)
+                .args(["-m", "immediate", "stop"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+            return;
+        }
         if let Some(mut child) = self.process.take() {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+impl OwnServer {
+    /// Makes the cluster on the first start, then starts it with `pg_ctl` and waits until it
+    /// accepts connections.
+    fn pg_start(&mut self) -> Result<(), String> {
+        let data = self.folder.join("data");
+        if !data.exists() {
+            if is_root() {
+                let status = Command::new("chown")
+                    .arg("postgres")
+                    .arg(&self.folder)
+                    .status()
+                    .map_err(|e| format!("cannot run chown: {e}"))?;
+                if !status.success() {
+                    return Err(format!(
+                        "cannot give {:?} to the postgres user",
+                        self.folder
+                    ));
+                }
+            }
+            run(pg_command("initdb")
+                .arg("-D")
+                .arg(&data)
+                .args(["-A", "trust", "-U", "postgres"]))?;
+        }
+        let options = format!(
+            "-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync=on",
+            self.port,
+            self.folder.display()
+        );
+        run(pg_command("pg_ctl")
+            .arg("-D")
+            .arg(&data)
+            .arg("-l")
+            .arg(self.folder.join("log"))
+            .args(["-w", "-t", "60", "-o", &options, "start"]))
+    }
+}
+
+/// A PostgreSQL program of the newest version installed, run as the `postgres` user when this
+/// process is root (PostgreSQL refuses to run as root).
+fn pg_command(program: &str) -> Command {
+    let bin = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path().join("bin"))
+        .filter(|bin| bin.join(program).exists())
+        .max_by_key(|bin| {
+            bin.parent()
+                .and_then(|v| v.file_name())
+                .and_then(|v| v.to_str())
+                .and_then(|v| v.parse::<u32>().ok())
+                .unwrap_or(0)
+        })
+        .map_or_else(|| PathBuf::from(program), |bin| bin.join(program));
+    if is_root() {
+        let mut command = Command::new("runuser");
+        command.args(["-u", "postgres", "--"]).arg(bin);
+        command
+    } else {
+        Command::new(bin)
+    }
+}
+
+/// Whether this process runs as root (it owns `/proc/self`).
+fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+/// Runs `command` to its end, quietly; an error when it fails.
+fn run(command: &mut Command) -> Result<(), String> {
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {command:?}: {e}"))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{command:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
     }
 }
 

@@ -28,5 +28,6 @@ pub mod outage;
 pub mod payload;
 pub mod pool;
 pub mod run;
+pub mod sentinel;
 pub mod target;
 pub mod worker;

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use hermes_core::{DEFAULT_PRIORITY, Driver, Error, Priority};
 use hermes_fs::{FileSystemDriver, FileSystemOptions};
+use hermes_postgres::{PostgresDriver, PostgresOptions};
 use hermes_rabbitmq::{RabbitMqDriver, RabbitMqOptions};
 use hermes_redis::{RedisOptions, RedisSetDriver};
 use hermes_sqs::{SqsDriver, SqsOptions, aws_sdk_sqs};
@@ -64,7 +65,22 @@ impl Target {
                 options.key = self.queue.clone();
                 options.schedule_key = format!("{}_schedule", self.queue);
                 options.visibility_timeout = self.visibility;
-                Arc::new(if self.kind == DriverKind::Redis {
+                Arc::new(if self.endpoint.starts_with("redis+sentinel://") {
+                    // The run's Sentinel group: its URL carries the replica wait.
+                    let client = if self.kind == DriverKind::Redis {
+                        "redis"
+                    } else {
+                        "fred"
+                    };
+                    let url = format!(
+                        "{}&client={client}&key={}&schedule_key={}&visibility_timeout={}",
+                        self.endpoint,
+                        options.key,
+                        options.schedule_key,
+                        self.visibility.as_secs_f64()
+                    );
+                    Box::pin(RedisSetDriver::from_url(&url)).await?
+                } else if self.kind == DriverKind::Redis {
                     RedisSetDriver::connect_redis(&self.endpoint, options).await?
                 } else {
                     RedisSetDriver::connect_fred(&self.endpoint, options).await?
@@ -83,6 +99,13 @@ impl Target {
                     &self.queue,
                     options,
                 )?)
+            }
+            DriverKind::Postgres => {
+                let mut options = PostgresOptions::default();
+                options.schema = "hermes_soak".to_owned();
+                options.visibility_timeout = self.visibility;
+                options.pool_size = concurrency.clamp(2, 8);
+                Arc::new(PostgresDriver::connect(&self.endpoint, &self.queue, options).await?)
             }
             DriverKind::Memory => {
                 // One process holds the memory driver: its workers are threads (see `pool`).

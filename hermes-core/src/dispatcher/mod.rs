@@ -2,12 +2,15 @@
 
 mod announce;
 mod backoff;
+mod controls;
+mod limits;
 mod options;
 mod process;
 mod register;
 mod report;
 mod run;
 mod runner;
+mod slot_cache;
 mod worker;
 
 use std::fmt;
@@ -65,6 +68,7 @@ pub struct Dispatcher {
     cancel: CancellationToken,
     options: DispatcherOptions,
     schedulers: Vec<crate::Scheduler>,
+    limits: limits::LimitRules,
 }
 
 impl Dispatcher {
@@ -83,6 +87,7 @@ impl Dispatcher {
             cancel: CancellationToken::new(),
             options: DispatcherOptions::default(),
             schedulers: Vec::new(),
+            limits: limits::LimitRules::default(),
         }
     }
 
@@ -172,6 +177,26 @@ impl Dispatcher {
     /// Dropping the future drops the running handlers; their messages are redelivered (after the
     /// visibility timeout on at-least-once drivers). Prefer a shutdown signal.
     pub async fn handle(&self, priorities: &[Priority]) -> Result<(), Error> {
+        if let Some(error) = self.limits.refused() {
+            return Err(error);
+        }
+        let lease = self.options.limit_lease;
+        if !(Duration::from_secs(1)..=Duration::from_secs(24 * 3600)).contains(&lease) {
+            return Err(Error::Config {
+                driver: "limits",
+                message: format!("limit_lease is {lease:?}: it must be from 1 s to a day"),
+            });
+        }
+        if !self.limits.is_empty() && self.driver.limits().is_none() {
+            return Err(Error::Config {
+                driver: "limits",
+                message: format!(
+                    "limits are declared, but the {} driver has nowhere to keep them: give it \
+                     the store of another backend (hermes_core::driver::WithStore)",
+                    self.driver.name()
+                ),
+            });
+        }
         let stop = self.cancel.child_token();
         let _watchers: Vec<_> = self
             .shutdowns
@@ -202,6 +227,32 @@ impl Dispatcher {
             metrics: crate::telemetry::WorkerMetrics::new(self.handlers.keys()),
             running: announce::Running::default(),
             schedulers: self.schedulers.clone(),
+            limits: self.limits.clone(),
+            waits: limits::Waits::default(),
+            controls: controls::ControlState::default(),
+            slot_cache: slot_cache::SlotCache::default(),
+        });
+        let slot_keeper = (!self.limits.is_empty()).then(|| {
+            let ctx = ctx.clone();
+            AbortOnDrop(tokio::spawn(async move {
+                let Some(store) = ctx.driver.limits() else {
+                    return;
+                };
+                loop {
+                    tokio::time::sleep(slot_cache::KEEP_IDLE / 2).await;
+                    ctx.slot_cache.release_idle(store, false).await;
+                }
+            }))
+        });
+        // Read before the first receive, so a message paused or cancelled before the worker
+        // started is not run.
+        let mut reader = controls::Reader::default();
+        reader.read(&*ctx.driver, &ctx.controls).await;
+        let _controls = self.driver.controls().map(|_| {
+            let ctx = ctx.clone();
+            AbortOnDrop(tokio::spawn(async move {
+                reader.keep_reading(&*ctx.driver, &ctx.controls).await;
+            }))
         });
         let announced = self
             .options
@@ -260,6 +311,10 @@ impl Dispatcher {
             }
         }
 
+        drop(slot_keeper);
+        if let Some(store) = self.driver.limits() {
+            ctx.slot_cache.release_idle(store, true).await;
+        }
         if let Some((id, beat)) = announced {
             drop(beat);
             let withdrawn = match self.driver.workers() {

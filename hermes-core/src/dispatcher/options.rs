@@ -43,6 +43,13 @@ pub struct DispatcherOptions {
     /// crash. On drivers with the [`workers`](crate::Driver::workers) facet; `None`
     /// announces nothing. Default 30 s.
     pub announce_ttl: Option<Duration>,
+    /// How long a run holds a slot of a [concurrency limit](crate::flow::Limits) when the
+    /// driver's claims have no lease: the slot is renewed every half of it while the run goes
+    /// on, and frees itself this long after a worker died. On drivers whose claims have a
+    /// lease (the visibility timeout), slots have that lease instead (within 1 s and a day).
+    /// From 1 s to a day; [`handle`](super::Dispatcher::handle) refuses other values.
+    /// Default 30 s.
+    pub limit_lease: Duration,
 }
 
 impl Default for DispatcherOptions {
@@ -59,6 +66,7 @@ impl Default for DispatcherOptions {
             time_limit_grace: Duration::from_secs(1),
             keep_dead_letters: true,
             announce_ttl: Some(Duration::from_secs(30)),
+            limit_lease: Duration::from_secs(30),
         }
     }
 }

@@ -10,9 +10,14 @@ use tracing::Instrument;
 
 use super::DispatcherOptions;
 use super::backoff::ErrorBackoff;
+use super::controls::ControlState;
+use super::limits::{LimitRules, Waits};
 use super::run::{Env, HandlerMap, run_handlers};
+use super::slot_cache::{SlotCache, Slots};
 use crate::context::Claim;
 use crate::driver::Delivery;
+use crate::flow::{Admission, Bound, Cancellation};
+use crate::inspect::{DeadKind, DeadReason};
 use crate::telemetry;
 use crate::time::unix_now;
 use crate::{Driver, Error, Message, Priority, Shutdown};
@@ -39,6 +44,23 @@ pub(super) struct Context {
     pub(super) running: super::announce::Running,
     /// The schedulers it runs, whose entries the announcement lists.
     pub(super) schedulers: Vec<crate::Scheduler>,
+    /// The limits of the registered types.
+    pub(super) limits: LimitRules,
+    /// How long messages over a limit wait.
+    pub(super) waits: Waits,
+    /// The pauses and cancellations last read, and the running messages.
+    pub(super) controls: ControlState,
+    /// Slots of concurrency limits kept a moment after their run.
+    pub(super) slot_cache: SlotCache,
+}
+
+/// What became of a delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Processed {
+    /// Its handlers ran (or it was settled for good without running: cancelled).
+    Handled,
+    /// It was put back for later without running (over a limit, paused).
+    Deferred,
 }
 
 impl Context {
@@ -56,9 +78,10 @@ impl Context {
     }
 }
 
-/// Runs the handlers of `delivery`, sends the retry copy when one is due, and acknowledges it.
-/// Gives it back unacknowledged when the grace period ends first.
-pub(super) async fn process(ctx: &Context, delivery: Delivery) {
+/// Runs the handlers of `delivery` unless it is cancelled, paused or over a limit, sends the
+/// retry copy when one is due, and acknowledges it. Gives it back unacknowledged when the grace
+/// period ends first.
+pub(super) async fn process(ctx: &Context, delivery: Delivery) -> Processed {
     let message = delivery.message();
     let span = tracing::info_span!(
         "hermes.handle",
@@ -78,13 +101,120 @@ pub(super) async fn process(ctx: &Context, delivery: Delivery) {
     }
     process_in_span(ctx, delivery, &span)
         .instrument(span.clone())
-        .await;
+        .await
 }
 
-async fn process_in_span(ctx: &Context, delivery: Delivery, span: &tracing::Span) {
+async fn process_in_span(ctx: &Context, delivery: Delivery, span: &tracing::Span) -> Processed {
     let delivery = Arc::new(delivery);
+    let message = delivery.message();
+    let run = ctx.controls.run(message.id());
+    if let Some(cancellation) = ctx.controls.cancellation(message.id()) {
+        span.record("outcome", "cancelled");
+        keep_cancelled(ctx, &delivery, &cancellation).await;
+        return Processed::Handled;
+    }
+    if ctx.controls.priority_paused(delivery.priority()) {
+        // Taken by a receive of every queue, from a paused one: given back, and the worker
+        // waits for the pauses to change.
+        if let Err(e) = ctx.driver.nack(&delivery).await {
+            tracing::warn!("Giving back message #{} failed - {e}", message.id());
+        }
+        span.record("outcome", "deferred");
+        let _ = tokio::time::timeout(
+            crate::flow::CONTROLS_REFRESH,
+            ctx.controls.changed.notified(),
+        )
+        .await;
+        return Processed::Deferred;
+    }
+    if let Some(paused_for) = ctx.controls.type_paused(message.message_type()) {
+        let wait = (paused_for / 4).clamp(Duration::from_secs(1), Duration::from_secs(30));
+        span.record("outcome", "deferred");
+        defer(ctx, &delivery, wait, true).await;
+        return Processed::Deferred;
+    }
+    let bounds = ctx.limits.bounds(message);
+    let lease = delivery
+        .lease()
+        .filter(|lease| !lease.is_zero())
+        .unwrap_or(ctx.options.limit_lease)
+        .clamp(Duration::from_secs(1), Duration::from_secs(24 * 3600));
+    // Bounds of slots alone can take a slot this process kept from an earlier run.
+    let only_slots = bounds.iter().all(|b| matches!(b, Bound::Slots { .. }));
+    let names: Vec<String> = bounds
+        .iter()
+        .filter(|b| matches!(b, Bound::Slots { .. }))
+        .map(|b| b.name().to_owned())
+        .collect();
+    let kept = if only_slots && !names.is_empty() {
+        ctx.slot_cache.take(&names, lease)
+    } else {
+        None
+    };
+    let slots = match ctx.driver.limits() {
+        _ if kept.is_some() => kept,
+        Some(store) if !bounds.is_empty() => {
+            let holder = format!("{}/{}", message.id(), uuid::Uuid::new_v4().simple());
+            let asked = Instant::now();
+            match store.admit(&holder, &bounds, lease).await {
+                Ok(Admission::Admitted) => {
+                    ctx.waits.admitted(&bounds);
+                    Some(Slots {
+                        holder,
+                        names,
+                        until: asked + lease,
+                    })
+                }
+                Ok(refusal) => {
+                    let wait = ctx.waits.refused(&refusal);
+                    span.record("outcome", "deferred");
+                    defer(ctx, &delivery, wait, false).await;
+                    return Processed::Deferred;
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "Checking the limits of message #{} failed, it runs later - {e}",
+                        message.id()
+                    );
+                    span.record("outcome", "deferred");
+                    defer(ctx, &delivery, Duration::from_secs(1), false).await;
+                    return Processed::Deferred;
+                }
+            }
+        }
+        _ => None,
+    };
+    let slots = slots.filter(|s| !s.names.is_empty()).map(Mutex::new);
+    handle_admitted(ctx, &delivery, span, run.token(), slots.as_ref(), lease).await;
+    let Some(slots) = slots.map(|s| s.into_inner().unwrap_or_else(|e| e.into_inner())) else {
+        return Processed::Handled;
+    };
+    if only_slots {
+        // Kept a moment for the next run of these bounds here (given up once idle).
+        ctx.slot_cache.put(slots);
+    } else if let Some(store) = ctx.driver.limits()
+        && let Err(e) = store.release(&slots.holder, &slots.names).await
+    {
+        tracing::warn!(
+            "Giving up the limit slots of message #{} failed, they expire with their lease - {e}",
+            message.id()
+        );
+    }
+    Processed::Handled
+}
+
+/// Runs the handlers of an admitted delivery and settles it.
+async fn handle_admitted(
+    ctx: &Context,
+    delivery: &Arc<Delivery>,
+    span: &tracing::Span,
+    cancel: &CancellationToken,
+    slots: Option<&Mutex<Slots>>,
+    lease: Duration,
+) {
     let claim = Claim::new(ctx.driver.clone(), delivery.clone());
-    let env = Env::new(&ctx.options, ctx.stop.clone(), Some(claim.clone()));
+    let mut env = Env::new(&ctx.options, ctx.stop.clone(), Some(claim.clone()));
+    env.cancel = cancel.clone();
     let message = delivery.message();
     let metrics = ctx.metrics.of(message.message_type());
     metrics.started(Duration::try_from_secs_f64(unix_now() - message.due()).unwrap_or_default());
@@ -96,6 +226,7 @@ async fn process_in_span(ctx: &Context, delivery: Delivery, span: &tracing::Span
         () = ctx.abort.cancelled() => None,
         report = run_handlers(&ctx.handlers, message, delivery.priority(), &env) => Some(report),
         never = keep_claimed(ctx, &claim) => match never {},
+        never = keep_slots(ctx, slots, lease) => match never {},
     };
     if let Some(report) = &outcome {
         let took = began.elapsed();
@@ -111,11 +242,20 @@ async fn process_in_span(ctx: &Context, delivery: Delivery, span: &tracing::Span
             "Handling of message #{} did not finish within the grace period; it is left for redelivery",
             message.id()
         );
-        if let Err(e) = ctx.driver.nack(&delivery).await {
+        if let Err(e) = ctx.driver.nack(delivery).await {
             tracing::warn!("Giving back message #{} failed - {e}", message.id());
         }
         return;
     };
+    if report.cancelled() {
+        // Not retried, not dead: done for good.
+        if let Err(e) = with_retries(ctx, || ctx.driver.ack(delivery)).await {
+            ctx.fail(e);
+            return;
+        }
+        release_unique_key(ctx, message).await;
+        return;
+    }
     let dead = report
         .dead_reason(message)
         .filter(|_| ctx.options.keep_dead_letters)
@@ -126,36 +266,148 @@ async fn process_in_span(ctx: &Context, delivery: Delivery, span: &tracing::Span
             message.id(),
             reason.kind
         );
-        match with_retries(ctx, || dead_letters.add(&delivery, &reason)).await {
+        match with_retries(ctx, || dead_letters.add(delivery, &reason)).await {
             Ok(()) => {
                 metrics.dead_lettered(reason.kind);
                 release_unique_key(ctx, message).await;
             }
             Err(e) => {
                 // Not kept and not acknowledged: the broker delivers it again.
-                let _ = ctx.driver.nack(&delivery).await;
+                let _ = ctx.driver.nack(delivery).await;
                 ctx.fail(e);
             }
         }
         return;
     }
-    let retried = report.retry.is_some();
+    let retried = report.retry.is_some() || report.snoozed.is_some();
+    if let Some(copy) = report.snoozed {
+        let sent = with_retries(ctx, || ctx.driver.send(&copy, delivery.priority())).await;
+        if let Err(e) = sent {
+            let _ = ctx.driver.nack(delivery).await;
+            ctx.fail(e);
+            return;
+        }
+    }
     if let Some(copy) = report.retry {
         let sent = with_retries(ctx, || ctx.driver.send(&copy, delivery.priority())).await;
         if let Err(e) = sent {
             // Without the copy, acknowledging would lose the message: leave it to the broker.
-            let _ = ctx.driver.nack(&delivery).await;
+            let _ = ctx.driver.nack(delivery).await;
             ctx.fail(e);
             return;
         }
         metrics.retried();
     }
-    if let Err(e) = with_retries(ctx, || ctx.driver.ack(&delivery)).await {
+    if let Err(e) = with_retries(ctx, || ctx.driver.ack(delivery)).await {
         ctx.fail(e);
         return;
     }
     if !retried {
         release_unique_key(ctx, message).await;
+    }
+}
+
+/// Puts `delivery` back to run after `wait` without running it (over a limit, or `paused`):
+/// a copy due then, its retries unchanged, and the delivery acknowledged.
+async fn defer(ctx: &Context, delivery: &Delivery, wait: Duration, paused: bool) {
+    let message = delivery.message();
+    let copy = message.later_copy(wait);
+    if let Err(e) = with_retries(ctx, || ctx.driver.send(&copy, delivery.priority())).await {
+        // Without the copy, acknowledging would lose the message: leave it to the broker.
+        let _ = ctx.driver.nack(delivery).await;
+        ctx.fail(e);
+        return;
+    }
+    if let Err(e) = with_retries(ctx, || ctx.driver.ack(delivery)).await {
+        ctx.fail(e);
+        return;
+    }
+    let why = if paused {
+        "its type is paused"
+    } else {
+        "over a limit"
+    };
+    tracing::debug!("Message #{} runs in {wait:?}: {why}", message.id());
+    ctx.metrics.of(message.message_type()).deferred(paused);
+}
+
+/// Settles a cancelled `delivery` without running it: kept as a dead letter of kind
+/// `cancelled` where the driver keeps them, else acknowledged.
+async fn keep_cancelled(ctx: &Context, delivery: &Delivery, cancellation: &Cancellation) {
+    let message = delivery.message();
+    tracing::warn!(
+        "Message #{} ({}) was cancelled by {}; it is not run",
+        message.id(),
+        message.message_type(),
+        cancellation.by
+    );
+    let kept = match ctx
+        .driver
+        .dead_letters()
+        .filter(|_| ctx.options.keep_dead_letters)
+    {
+        Some(dead_letters) => {
+            let when =
+                chrono::DateTime::<chrono::Utc>::from(crate::time::from_unix(cancellation.at))
+                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+            let reason = DeadReason::new(
+                DeadKind::Cancelled,
+                format!("cancelled by {} at {when}", cancellation.by),
+            )
+            .with_retries(message.retries());
+            with_retries(ctx, || dead_letters.add(delivery, &reason)).await
+        }
+        None => with_retries(ctx, || ctx.driver.ack(delivery)).await,
+    };
+    match kept {
+        Ok(()) => {
+            ctx.metrics
+                .of(message.message_type())
+                .dead_lettered(DeadKind::Cancelled);
+            release_unique_key(ctx, message).await;
+        }
+        Err(e) => {
+            let _ = ctx.driver.nack(delivery).await;
+            ctx.fail(e);
+        }
+    }
+}
+
+/// Renews the concurrency slots of a run every half lease, for as long as it is polled; never
+/// returns. Idle without slots. A failed renewal is logged and tried at the next beat.
+async fn keep_slots(
+    ctx: &Context,
+    slots: Option<&Mutex<Slots>>,
+    lease: Duration,
+) -> std::convert::Infallible {
+    let (Some(slots), Some(store)) = (slots, ctx.driver.limits()) else {
+        return std::future::pending().await;
+    };
+    let (holder, names, until) = {
+        let slots = slots.lock().unwrap_or_else(|e| e.into_inner());
+        (slots.holder.clone(), slots.names.clone(), slots.until)
+    };
+    // The first renewal half a lease before the hold ends (a kept slot's may end sooner).
+    let mut next = until.checked_sub(lease / 2).unwrap_or_else(Instant::now);
+    loop {
+        tokio::time::sleep_until(next.into()).await;
+        let asked = Instant::now();
+        match store.renew(&holder, &names, lease).await {
+            Ok(true) => {
+                slots.lock().unwrap_or_else(|e| e.into_inner()).until = asked + lease;
+            }
+            Ok(false) => {
+                // The backend let them go (their lease ended while they could not be renewed):
+                // the run goes on, but they are not kept for another.
+                tracing::warn!(
+                    "The limit slots of {holder} expired while it ran; others may run beside it"
+                );
+                slots.lock().unwrap_or_else(|e| e.into_inner()).until = Instant::now();
+                return std::future::pending().await;
+            }
+            Err(e) => tracing::warn!("Renewing the limit slots of {holder} failed - {e}"),
+        }
+        next = asked + lease / 2;
     }
 }
 

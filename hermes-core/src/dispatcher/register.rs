@@ -70,7 +70,41 @@ impl Dispatcher {
     /// trait form of [`register_job`](Self::register_job), for handlers that hold state. An
     /// `Arc<H>` works too, to share one handler.
     pub fn register_job_handler<J: Job>(&mut self, handler: impl JobHandler<J>) -> &mut Self {
+        let limits = J::limits();
+        if !limits.is_empty() {
+            // A refused limit is kept and returned by `handle`.
+            let _ = self.limits.set(J::TYPE, limits);
+        }
         self.add(J::TYPE.to_owned(), Arc::new(Typed::<J, _>::new(handler)))
+    }
+
+    /// Sets the [limits](crate::flow::Limits) of `message_type`, replacing any (those of a
+    /// [`Job`] are set when its handler is registered): how many run at once and how often
+    /// they start, across every worker of the backend. Per-key limits count messages by their
+    /// [`limit_key`](Message::limit_key).
+    ///
+    /// ```
+    /// use hermes_core::Dispatcher;
+    /// use hermes_core::flow::{Limits, Rate};
+    /// use hermes_testkit::MemoryDriver;
+    ///
+    /// let mut dispatcher = Dispatcher::new(MemoryDriver::new());
+    /// dispatcher.limit("resize-image", Limits::new().concurrency(2))?;
+    /// dispatcher.limit("call-api", Limits::new().rate_per_key(Rate::per_minute(50)))?;
+    /// assert!(dispatcher.limit("bad", Limits::new().concurrency(0)).is_err());
+    /// # Ok::<(), hermes_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Config`](crate::Error::Config) when [`Limits::check`](crate::flow::Limits::check)
+    /// refuses them; nothing is set then (and [`handle`](Self::handle) refuses to start).
+    pub fn limit(
+        &mut self,
+        message_type: impl Into<String>,
+        limits: crate::flow::Limits,
+    ) -> Result<&mut Self, crate::Error> {
+        self.limits.set(&message_type.into(), limits)?;
+        Ok(self)
     }
 
     /// Adds `handler` for messages of `message_type`, after those already registered. Takes a

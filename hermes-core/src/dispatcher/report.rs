@@ -16,6 +16,9 @@ pub struct Report {
     pub runs: Vec<HandlerRun>,
     /// The delayed copy with `retries + 1`, when a failed handler's retry policy asks for one.
     pub retry: Option<Message>,
+    /// The copy due later with its `retries` unchanged, when a handler
+    /// [snoozed](crate::flow::Snooze) (and no handler failed).
+    pub snoozed: Option<Message>,
 }
 
 /// One handler's run of a message.
@@ -45,6 +48,12 @@ pub enum HandlerOutcome {
     /// The payload does not fit the handler's job type (a missing field, a wrong type), for
     /// this reason. Never retried: it cannot succeed.
     Rejected(String),
+    /// It returned a [`Snooze`](crate::flow::Snooze): the message runs again after this
+    /// delay, with no retry used.
+    Snoozed(Duration),
+    /// The message was [cancelled](crate::flow::Cancellation) while it ran: not retried, not
+    /// dead; the handlers after it do not run.
+    Cancelled,
 }
 
 impl HandlerOutcome {
@@ -54,7 +63,13 @@ impl HandlerOutcome {
         matches!(self, HandlerOutcome::Done | HandlerOutcome::NotDone)
     }
 
-    /// Whether the handler's retry policy applies: a failure, a panic or a time-out.
+    /// Whether the handler failed: an error, a panic, a time-out or a rejected payload.
+    pub fn is_failure(&self) -> bool {
+        self.is_retryable() || matches!(self, HandlerOutcome::Rejected(_))
+    }
+
+    /// Whether the handler's retry policy applies: a failure, a panic or a time-out (not a
+    /// snooze or a cancellation).
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
@@ -78,12 +93,15 @@ impl Report {
     /// is due. The reason names the first failed handler, its error, and the message's
     /// retries. `None` when every handler succeeded or a retry is due.
     pub fn dead_reason(&self, message: &Message) -> Option<DeadReason> {
-        if self.retry.is_some() {
+        if self.retry.is_some() || self.cancelled() {
             return None;
         }
-        let run = self.runs.iter().find(|run| !run.outcome.is_ok())?;
+        let run = self.runs.iter().find(|run| run.outcome.is_failure())?;
         let (kind, error) = match &run.outcome {
-            HandlerOutcome::Done | HandlerOutcome::NotDone => return None,
+            HandlerOutcome::Done
+            | HandlerOutcome::NotDone
+            | HandlerOutcome::Snoozed(_)
+            | HandlerOutcome::Cancelled => return None,
             HandlerOutcome::Failed(error) => (DeadKind::Failed, error.clone()),
             HandlerOutcome::Panicked(text) => (DeadKind::Failed, format!("panicked: {text}")),
             HandlerOutcome::TimedOut(limit) => {
@@ -96,6 +114,13 @@ impl Report {
                 .with_handler(run.handler.clone())
                 .with_retries(message.retries()),
         )
+    }
+
+    /// Whether the message was cancelled while it ran.
+    pub fn cancelled(&self) -> bool {
+        self.runs
+            .iter()
+            .any(|run| run.outcome == HandlerOutcome::Cancelled)
     }
 
     /// The first outcome that is not ok, if any.
@@ -118,9 +143,14 @@ impl fmt::Debug for Report {
                 m.execute_at()
             )
         });
+        let snoozed = self
+            .snoozed
+            .as_ref()
+            .map(|m| format!("#{} due:{:?}", m.id(), m.execute_at()));
         f.debug_struct("Report")
             .field("runs", &self.runs)
             .field("retry", &retry)
+            .field("snoozed", &snoozed)
             .finish()
     }
 }
@@ -135,12 +165,16 @@ pub(super) fn outcome_label<'a>(
             HandlerOutcome::Panicked(_) => "panicked",
             HandlerOutcome::TimedOut(_) => "timed_out",
             HandlerOutcome::Failed(_) | HandlerOutcome::Rejected(_) => "failed",
-            _ => "ok",
+            HandlerOutcome::Snoozed(_) => "snoozed",
+            HandlerOutcome::Cancelled => "cancelled",
+            HandlerOutcome::Done | HandlerOutcome::NotDone => "ok",
         };
         let rank = |l: &str| match l {
-            "panicked" => 4,
-            "timed_out" => 3,
-            "failed" => 2,
+            "cancelled" => 6,
+            "panicked" => 5,
+            "timed_out" => 4,
+            "failed" => 3,
+            "snoozed" => 2,
             "ok" => 1,
             _ => 0,
         };

@@ -21,6 +21,9 @@ pub(super) type HandlerMap = HashMap<String, Vec<Arc<dyn Runner>>>;
 pub(super) struct Env {
     /// Cancelled at shutdown; each run's token is a child of it.
     pub(super) stop: CancellationToken,
+    /// Cancelled when the message is [cancelled](crate::flow::Cancellation): the running
+    /// handler's token fires and the run ends as cancelled.
+    pub(super) cancel: CancellationToken,
     /// The delivery, for extending its claim; none outside a worker.
     pub(super) claim: Option<Claim>,
     /// The limit of handlers that have none of their own.
@@ -38,6 +41,7 @@ impl Env {
     ) -> Self {
         Env {
             stop,
+            cancel: CancellationToken::new(),
             claim,
             time_limit: options.time_limit,
             time_limit_grace: options.time_limit_grace,
@@ -60,15 +64,35 @@ pub(super) async fn run_handlers(
     let mut report = Report {
         runs: Vec::new(),
         retry: None,
+        snoozed: None,
     };
     let Some(handlers) = handlers.get(message_type) else {
         return report;
     };
     let mut retry: Option<RetryPolicy> = None;
+    let mut snooze: Option<Duration> = None;
     for handler in handlers {
-        let outcome = run_one(handler.as_ref(), message, priority, env).await;
+        let outcome = if env.cancel.is_cancelled() {
+            HandlerOutcome::Cancelled
+        } else {
+            run_one(handler.as_ref(), message, priority, env).await
+        };
         let name = handler.name();
         match &outcome {
+            HandlerOutcome::Snoozed(delay) => {
+                tracing::info!(
+                    "Handler {name} snoozed message #{id} ({message_type}) for {delay:?}"
+                );
+                snooze = Some(snooze.map_or(*delay, |d| d.max(*delay)));
+            }
+            HandlerOutcome::Cancelled => {
+                tracing::warn!("Handling of message #{id} ({message_type}) was cancelled");
+                report.runs.push(HandlerRun {
+                    handler: name.into_owned(),
+                    outcome,
+                });
+                return report;
+            }
             HandlerOutcome::Done | HandlerOutcome::NotDone => {
                 tracing::info!("End handle message #{id} ({message_type})");
             }
@@ -99,6 +123,9 @@ pub(super) async fn run_handlers(
         let at = unix_now() + policy.backoff(message.retries()).as_secs_f64();
         message.retry_copy((at * 1e6).round() / 1e6)
     });
+    if report.retry.is_none() && !report.runs.iter().any(|r| r.outcome.is_failure()) {
+        report.snoozed = snooze.map(|delay| message.later_copy(delay));
+    }
     report
 }
 
@@ -113,26 +140,38 @@ async fn run_one(
     let token = env.stop.child_token();
     let ctx = JobContext::new(message, priority, limit, token.clone(), env.claim.clone());
     let run = AssertUnwindSafe(handler.run(message, ctx)).catch_unwind();
-    let result = match limit {
-        None => run.await,
-        Some(limit) => {
-            tokio::pin!(run);
-            match tokio::time::timeout(limit, &mut run).await {
-                Ok(result) => result,
-                Err(_) => {
-                    // Past the limit the run has failed; the grace only lets it wind down.
-                    token.cancel();
-                    let _ = tokio::time::timeout(env.time_limit_grace, &mut run).await;
-                    return HandlerOutcome::TimedOut(limit);
-                }
-            }
+    tokio::pin!(run);
+    let past_limit = async {
+        match limit {
+            Some(limit) => tokio::time::sleep(limit).await,
+            None => std::future::pending().await,
         }
     };
+    let ended = tokio::select! {
+        biased;
+        result = &mut run => Ok(result),
+        () = past_limit => Err(HandlerOutcome::TimedOut(limit.unwrap_or_default())),
+        () = env.cancel.cancelled() => Err(HandlerOutcome::Cancelled),
+    };
+    let result = match ended {
+        Ok(result) => result,
+        Err(outcome) => {
+            // The run has ended as `outcome`; the grace only lets it wind down.
+            token.cancel();
+            let _ = tokio::time::timeout(env.time_limit_grace, &mut run).await;
+            return outcome;
+        }
+    };
+    if env.cancel.is_cancelled() {
+        // It returned after its token fired for the cancellation (with an error, likely).
+        return HandlerOutcome::Cancelled;
+    }
     match result {
         Ok(Ran::Done) => HandlerOutcome::Done,
         Ok(Ran::NotDone) => HandlerOutcome::NotDone,
         Ok(Ran::Failed(error)) => HandlerOutcome::Failed(error),
         Ok(Ran::Rejected(reason)) => HandlerOutcome::Rejected(reason),
+        Ok(Ran::Snoozed(delay)) => HandlerOutcome::Snoozed(delay),
         Err(panic) => HandlerOutcome::Panicked(panic_text(panic.as_ref())),
     }
 }

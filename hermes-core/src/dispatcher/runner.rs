@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::flow::Snooze;
 use crate::{BoxError, Handler, Job, JobContext, JobHandler, Message, RetryPolicy};
 
 /// What one run of a registered handler returned (panics and time-outs are the caller's).
@@ -20,6 +21,18 @@ pub(super) enum Ran {
     Failed(String),
     /// The payload does not fit the job type, for this reason.
     Rejected(String),
+    /// The handler returned a [`Snooze`]: run again after this long.
+    Snoozed(Duration),
+}
+
+impl Ran {
+    /// What an error a handler returned means: a snooze, or a failure.
+    fn from_error(error: &(dyn std::error::Error + 'static)) -> Ran {
+        match Snooze::find(error) {
+            Some(snooze) => Ran::Snoozed(snooze.delay()),
+            None => Ran::Failed(error.to_string()),
+        }
+    }
 }
 
 /// A registered handler.
@@ -42,7 +55,7 @@ impl Runner for Raw {
         match self.0.handle(message).await {
             Ok(true) => Ran::Done,
             Ok(false) => Ran::NotDone,
-            Err(e) => Ran::Failed(e.to_string()),
+            Err(e) => Ran::from_error(e.get_ref()),
         }
     }
 
@@ -88,7 +101,7 @@ impl<J: Job, H: JobHandler<J>> Runner for Typed<J, H> {
         };
         match self.handler.handle(job, ctx).await {
             Ok(()) => Ran::Done,
-            Err(e) => Ran::Failed(Into::<BoxError>::into(e).to_string()),
+            Err(e) => Ran::from_error(&*Into::<BoxError>::into(e)),
         }
     }
 

@@ -3,8 +3,10 @@
 use std::sync::atomic::Ordering;
 
 use super::backoff::ErrorBackoff;
-use super::process::{Context, process};
+use super::controls::Receivable;
+use super::process::{Context, Processed, process};
 use crate::Error;
+use crate::flow::CONTROLS_REFRESH;
 
 /// Runs until a shutdown signal, the `max_items` limit, or a fatal driver error (recorded in
 /// the context, which stops the other workers too).
@@ -53,18 +55,34 @@ async fn step(ctx: &Context) -> Result<Step, Error> {
             return Ok(Step::Exit);
         }
     }
+    let priorities = match ctx.controls.receivable(&ctx.priorities) {
+        Receivable::Asked(asked) => std::borrow::Cow::Borrowed(asked),
+        Receivable::Only(open) => std::borrow::Cow::Owned(open),
+        Receivable::None => {
+            // Every queue it takes from is paused: wait for a change.
+            tokio::select! {
+                () = ctx.controls.changed.notified() => {},
+                () = tokio::time::sleep(CONTROLS_REFRESH) => {},
+                () = ctx.stop.cancelled() => {},
+            }
+            return Ok(Step::Continue);
+        }
+    };
     let max = ctx.options.max_items;
     if max > 0 && ctx.taken.fetch_add(1, Ordering::SeqCst) >= max {
         ctx.taken.fetch_sub(1, Ordering::SeqCst);
         return Ok(Step::Exit);
     }
     let received = tokio::select! {
-        received = ctx.driver.receive(&ctx.priorities, ctx.options.poll_wait) => received,
+        received = ctx.driver.receive(&priorities, ctx.options.poll_wait) => received,
         () = ctx.stop.cancelled() => Ok(None),
     };
     match received {
         Ok(Some(delivery)) => {
-            process(ctx, delivery).await;
+            if process(ctx, delivery).await == Processed::Deferred && max > 0 {
+                // Not run: it does not count against `max_items`.
+                ctx.taken.fetch_sub(1, Ordering::SeqCst);
+            }
             Ok(Step::Continue)
         }
         other => {

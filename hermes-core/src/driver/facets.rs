@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::flow::{Admission, Bound, Cancellation, PauseTarget};
 use crate::inspect::{DeadLetter, DeadReason, QueueState, QueueStats, Replay};
 use crate::unique::{Emitted, Unique};
 use crate::workers::WorkerInfo;
@@ -190,4 +191,116 @@ pub trait UniqueEmits: Send + Sync {
     /// # Cancellation safety
     /// Dropping the future may or may not have given the key up; it expires with its window.
     async fn release(&self, key: &str, holder: &str) -> Result<(), Error>;
+}
+
+/// The shared state of [limits](crate::flow::Limits): slots of concurrency limits and starts of
+/// rates, kept by the backend so every worker on it counts against the same figures. What is
+/// kept for a name expires once the name is idle (its slots' leases and its rate's period
+/// over), so millions of distinct names over time do not grow the backend.
+///
+/// A backend without a store of its own (a broker) takes one from another backend: see
+/// [`WithStore`](super::WithStore).
+#[async_trait]
+pub trait LimitStore: Send + Sync {
+    /// Admits `holder` under every bound of `bounds`, or under none, in one atomic step: when
+    /// each has room, takes a slot of each [`Bound::Slots`] for `lease` and records a start
+    /// in each [`Bound::Starts`]; otherwise takes nothing and names the first full bound.
+    ///
+    /// # Errors
+    /// Connection errors; nothing is taken then.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may or may not have admitted the holder; slots taken then expire
+    /// with `lease`, and a start recorded counts against its rate.
+    async fn admit(
+        &self,
+        holder: &str,
+        bounds: &[Bound],
+        lease: Duration,
+    ) -> Result<Admission, Error>;
+
+    /// Keeps the slots `holder` still holds of the bounds called `names` for `lease` from now;
+    /// returns whether it held every one of them (a slot whose lease ended, or that was given
+    /// up, is not taken again: its holder must not count on it).
+    ///
+    /// # Errors
+    /// Connection errors.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may or may not have renewed them.
+    async fn renew(&self, holder: &str, names: &[String], lease: Duration) -> Result<bool, Error>;
+
+    /// Gives up the slots `holder` holds of the bounds called `names`; nothing for those it
+    /// does not hold.
+    ///
+    /// # Errors
+    /// Connection errors; the slots then expire with their lease.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may or may not have given them up.
+    async fn release(&self, holder: &str, names: &[String]) -> Result<(), Error>;
+
+    /// How much of `bound` is in use now: slots held (leases not over) or starts within the
+    /// period.
+    ///
+    /// # Errors
+    /// Connection errors.
+    ///
+    /// # Cancellation safety
+    /// Cancel safe: it changes nothing the figure depends on.
+    async fn usage(&self, bound: &Bound) -> Result<u32, Error>;
+}
+
+/// Pausing and cancelling from outside the workers: state kept by the backend, read by every
+/// worker within a second, surviving their restarts.
+#[async_trait]
+pub trait Controls: Send + Sync {
+    /// Pauses `target`: within a second no worker starts a message it covers; those running
+    /// finish. Pausing what is paused does nothing.
+    ///
+    /// # Errors
+    /// Connection errors.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may or may not have paused it.
+    async fn pause(&self, target: &PauseTarget) -> Result<(), Error>;
+
+    /// Resumes `target`; returns whether it was paused.
+    ///
+    /// # Errors
+    /// Connection errors.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may or may not have resumed it.
+    async fn resume(&self, target: &PauseTarget) -> Result<bool, Error>;
+
+    /// What is paused, in the order of [`PauseTarget`].
+    ///
+    /// # Errors
+    /// Connection errors.
+    ///
+    /// # Cancellation safety
+    /// Cancel safe: it changes nothing.
+    async fn paused(&self) -> Result<Vec<PauseTarget>, Error>;
+
+    /// Records `cancellation`, kept for [`CANCELLATIONS_KEPT`](crate::flow::CANCELLATIONS_KEPT)
+    /// (older ones are dropped). A second request for one id replaces the first.
+    ///
+    /// # Errors
+    /// Connection errors.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may or may not have recorded it.
+    async fn cancel(&self, cancellation: &Cancellation) -> Result<(), Error>;
+
+    /// The cancellations recorded at or after `since` (Unix seconds, as their
+    /// [`at`](Cancellation::at)), oldest first, at most
+    /// [`CANCELLATIONS_PAGE`](crate::flow::CANCELLATIONS_PAGE) of them.
+    ///
+    /// # Errors
+    /// Connection errors.
+    ///
+    /// # Cancellation safety
+    /// Cancel safe: it changes nothing.
+    async fn cancellations(&self, since: f64) -> Result<Vec<Cancellation>, Error>;
 }

@@ -130,6 +130,12 @@ macro_rules! forward {
         fn unique(&self) -> ::core::option::Option<&dyn $crate::driver::UniqueEmits> {
             $crate::forward!(@to self [$($to)+]).unique()
         }
+        fn limits(&self) -> ::core::option::Option<&dyn $crate::driver::LimitStore> {
+            $crate::forward!(@to self [$($to)+]).limits()
+        }
+        fn controls(&self) -> ::core::option::Option<&dyn $crate::driver::Controls> {
+            $crate::forward!(@to self [$($to)+]).controls()
+        }
     };
 
     // An async call of one borrowed argument and the others by value, with the signature

@@ -72,17 +72,21 @@ mod bounded;
 mod delivery;
 mod facets;
 mod forward;
+mod memory_store;
 mod priority_queues;
 mod queue_name;
 pub mod task;
 mod url;
+mod with_store;
 
 pub use bounded::{CALL_TIMEOUT, bounded, bounded_until, deadline, no_answer};
 pub use delivery::{Delivery, Receipt};
-pub use facets::{Browse, DeadLetters, Inspect, UniqueEmits, Workers};
+pub use facets::{Browse, Controls, DeadLetters, Inspect, LimitStore, UniqueEmits, Workers};
+pub use memory_store::MemoryStore;
 pub use priority_queues::PriorityQueues;
 pub use queue_name::validate_queue_name;
 pub use url::DriverUrl;
+pub use with_store::WithStore;
 
 pub use crate::error::{EXCERPT_LIMIT, excerpt};
 #[doc(inline)]
@@ -268,6 +272,18 @@ pub trait Driver: fmt::Debug + Send + Sync + 'static {
     /// Unique emits, atomic on the backend; `None` when the backend cannot refuse a message
     /// whose key another one holds.
     fn unique(&self) -> Option<&dyn UniqueEmits> {
+        None
+    }
+
+    /// The shared state of [limits](crate::flow::Limits); `None` when the backend has nowhere
+    /// to keep it (see [`WithStore`] for taking another backend's).
+    fn limits(&self) -> Option<&dyn LimitStore> {
+        None
+    }
+
+    /// Pauses and cancellations; `None` when the backend has nowhere to keep them (see
+    /// [`WithStore`] for taking another backend's).
+    fn controls(&self) -> Option<&dyn Controls> {
         None
     }
 }

@@ -9,6 +9,7 @@ use hermes_core::Error;
 
 use crate::error::io_error;
 
+pub(crate) mod locked;
 mod queue_dir;
 mod watch;
 

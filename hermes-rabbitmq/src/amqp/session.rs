@@ -202,6 +202,24 @@ impl Session {
         Ok(declared.message_count())
     }
 
+    /// How many messages wait in the consumed `queue`, asked on the consumer channel: every
+    /// delivery the broker made to this session's consumers before it answered has reached
+    /// the connection by the time the answer does (one channel's frames keep their order), so
+    /// a count of 0 means nothing more of `queue` is on its way but what the consumers'
+    /// forwarders are filing.
+    pub(crate) async fn ready_behind_deliveries(&self, queue: &str) -> Result<u32, Error> {
+        let options = QueueDeclareOptions {
+            passive: true,
+            ..QueueDeclareOptions::default()
+        };
+        let declared = self
+            .consumer
+            .queue_declare(queue.into(), options, FieldTable::default())
+            .await
+            .map_err(lapin_error)?;
+        Ok(declared.message_count())
+    }
+
     /// Publishes `body` to `queue` on the default exchange, as mandatory, and waits for the
     /// broker's confirm; a message no queue took is an error.
     pub(crate) async fn publish(

@@ -9,18 +9,14 @@ use hermes_core::driver::{CALL_TIMEOUT, bounded};
 use super::{OpenKeyspace, OpenListener, RedisClient, WakeConnections};
 
 /// Connects to `url` with the `redis` crate, on one multiplexed connection that is opened
-/// again when it breaks and, for plain TCP and RESP2, a direct lane beside it; listeners open
-/// a connection of their own to the same server.
+/// again when it breaks and, when `lane` is asked for, for plain TCP and RESP2, a direct lane
+/// beside it; listeners open a connection of their own to the same server.
 #[cfg(feature = "redis-rs")]
 pub(crate) async fn open_redis(
     url: &str,
     ca: Option<Vec<u8>>,
+    lane: bool,
 ) -> Result<(Arc<dyn RedisClient>, WakeConnections), Error> {
-    use super::RedisRsClient;
-    use super::reconnect::ReconnectingConnection;
-    use crate::error::redis_error;
-
-    let name = crate::NAME;
     let client = match ca {
         None => redis::Client::open(url),
         Some(ca) => redis::Client::build_with_tls(
@@ -32,9 +28,65 @@ pub(crate) async fn open_redis(
         ),
     }
     .map_err(|e| Error::Config {
-        driver: name,
+        driver: crate::NAME,
         message: format!("invalid Redis URL: {e}"),
     })?;
+    open_redis_on(super::source::Source::Fixed(Box::new(client)), lane).await
+}
+
+/// Connects with the `redis` crate to the master `sentinel` names, on one multiplexed
+/// connection that is opened again, to the master named then, when it breaks; listeners and
+/// keyspace subscriptions open connections of their own to the master named when they open.
+#[cfg(feature = "redis-rs")]
+pub(crate) async fn open_redis_sentinel(
+    sentinel: &crate::SentinelConfig,
+) -> Result<(Arc<dyn RedisClient>, WakeConnections), Error> {
+    use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
+
+    let invalid = |e: redis::RedisError| Error::Config {
+        driver: crate::NAME,
+        message: format!("invalid Sentinel set-up: {e}"),
+    };
+    let addresses = sentinel
+        .sentinels
+        .iter()
+        .map(|(host, port)| redis::ConnectionAddr::Tcp(host.clone(), *port));
+    let mut builder =
+        SentinelClientBuilder::new(addresses, &sentinel.master, SentinelServerType::Master)
+            .map_err(invalid)?
+            .set_client_to_redis_db(i64::from(sentinel.db));
+    if let Some(user) = &sentinel.username {
+        builder = builder.set_client_to_redis_username(user);
+    }
+    if let Some(password) = &sentinel.password {
+        builder = builder.set_client_to_redis_password(password);
+    }
+    if let Some(user) = &sentinel.sentinel_username {
+        builder = builder.set_client_to_sentinel_username(user);
+    }
+    if let Some(password) = &sentinel.sentinel_password {
+        builder = builder.set_client_to_sentinel_password(password);
+    }
+    let client = builder.build().map_err(invalid)?;
+    let source = super::source::Source::Sentinel {
+        sentinel: Arc::new(tokio::sync::Mutex::new(client)),
+        db: i64::from(sentinel.db),
+    };
+    // The direct lane keeps to one address: the master's may change.
+    open_redis_on(source, false).await
+}
+
+/// Connects with the `redis` crate to the server `source` names (see [`open_redis`]).
+#[cfg(feature = "redis-rs")]
+async fn open_redis_on(
+    source: super::source::Source,
+    lane: bool,
+) -> Result<(Arc<dyn RedisClient>, WakeConnections), Error> {
+    use super::RedisRsClient;
+    use super::reconnect::ReconnectingConnection;
+    use crate::error::redis_error;
+
+    let name = crate::NAME;
     let config = redis::AsyncConnectionConfig::new()
         .set_response_timeout(Some(CALL_TIMEOUT))
         .set_connection_timeout(Some(CALL_TIMEOUT));
@@ -42,18 +94,22 @@ pub(crate) async fn open_redis(
     // it sends on needs no second timer per command.
     let commands = config.clone().set_response_timeout(None);
     let connection = bounded(name, "connecting", CALL_TIMEOUT, async {
-        ReconnectingConnection::open(client.clone(), commands)
+        let connection = ReconnectingConnection::open(source.clone(), commands)
             .await
-            .map(ReconnectingConnection::with_direct_lane)
-            .map_err(redis_error)
+            .map_err(redis_error)?;
+        Ok(if lane {
+            connection.with_direct_lane()
+        } else {
+            connection
+        })
     })
     .await?;
-    let keyspace = redis_keyspace(client.clone());
+    let keyspace = redis_keyspace(source.clone());
     let open: OpenListener = Arc::new(move || {
-        let client = client.clone();
+        let source = source.clone();
         let config = config.clone();
         Box::pin(async move {
-            let listener = ReconnectingConnection::open(client, config)
+            let listener = ReconnectingConnection::open(source, config)
                 .await
                 .map_err(redis_error)?;
             Ok(Arc::new(RedisRsClient::new(listener)) as Arc<dyn RedisClient>)
@@ -67,14 +123,15 @@ pub(crate) async fn open_redis(
     Ok((Arc::new(client), wakes))
 }
 
-/// Subscriptions to keyspace events on a pub/sub connection of the `redis` crate of their own.
+/// Subscriptions to keyspace events on a pub/sub connection of the `redis` crate of their own,
+/// to the server `source` names when each opens.
 #[cfg(feature = "redis-rs")]
-fn redis_keyspace(client: redis::Client) -> OpenKeyspace {
+fn redis_keyspace(source: super::source::Source) -> OpenKeyspace {
     use futures_util::StreamExt;
 
-    let db = client.get_connection_info().redis_settings().db();
+    let db = source.db();
     Arc::new(move |keys: Vec<String>| {
-        let client = client.clone();
+        let source = source.clone();
         Box::pin(async move {
             let name = crate::NAME;
             let pubsub = bounded(
@@ -82,7 +139,10 @@ fn redis_keyspace(client: redis::Client) -> OpenKeyspace {
                 "subscribing to keyspace events",
                 CALL_TIMEOUT,
                 async {
-                    let mut pubsub = client
+                    let mut pubsub = source
+                        .client()
+                        .await
+                        .map_err(crate::error::redis_error)?
                         .get_async_pubsub()
                         .await
                         .map_err(crate::error::redis_error)?;
@@ -205,21 +265,42 @@ where
 #[cfg(feature = "fred")]
 const FRED_MARGIN: std::time::Duration = std::time::Duration::from_millis(250);
 
-/// A `fred` client for `url`, with a reconnect policy, connected.
+/// The `fred` configuration of the master `sentinel` names.
+#[cfg(feature = "fred")]
+pub(crate) fn fred_sentinel_config(
+    sentinel: &crate::SentinelConfig,
+) -> fred::types::config::Config {
+    use fred::types::config::{Config, Server, ServerConfig};
+
+    Config {
+        server: ServerConfig::Sentinel {
+            hosts: sentinel
+                .sentinels
+                .iter()
+                .map(|(host, port)| Server::new(host.as_str(), *port))
+                .collect(),
+            service_name: sentinel.master.clone(),
+            username: sentinel.sentinel_username.clone(),
+            password: sentinel.sentinel_password.clone(),
+        },
+        username: sentinel.username.clone(),
+        password: sentinel.password.clone(),
+        database: Some(sentinel.db),
+        ..Config::default()
+    }
+}
+
+/// A `fred` client of `config`, with a reconnect policy, connected.
 #[cfg(feature = "fred")]
 pub(crate) async fn open_fred(
-    url: &str,
+    mut config: fred::types::config::Config,
     ca: Option<Vec<u8>>,
 ) -> Result<fred::clients::Client, Error> {
     use fred::interfaces::ClientLike;
     use fred::types::Builder;
-    use fred::types::config::{Config, ReconnectPolicy};
+    use fred::types::config::ReconnectPolicy;
 
     let name = crate::FRED_NAME;
-    let mut config = Config::from_url(url).map_err(|e| Error::Config {
-        driver: name,
-        message: format!("invalid Redis URL: {e}"),
-    })?;
     if let Some(ca) = ca {
         config.tls = Some(fred_tls(&ca)?.into());
     }

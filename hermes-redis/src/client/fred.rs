@@ -12,7 +12,7 @@ use fred::types::{ClusterHash, CustomCommand, Value};
 use hermes_core::Error;
 use hermes_core::driver::{CALL_TIMEOUT, async_trait, bounded};
 
-use super::{RedisClient, Reply};
+use super::{RedisClient, Reply, Write};
 use crate::FRED_NAME;
 use crate::error::fred_error;
 use crate::scripts::Script;
@@ -110,6 +110,81 @@ impl RedisClient for FredClient {
             .await?
         };
         Ok(reply(value))
+    }
+
+    /// The write and the `WAIT` go in one pipeline, on the connection to the server of the
+    /// write; a script the server does not know is loaded, and the pipeline sent again (the
+    /// first one wrote nothing).
+    async fn write_then_wait(
+        &self,
+        write: Write<'_>,
+        replicas: u32,
+        timeout: Duration,
+    ) -> Result<(Reply, u64), Error> {
+        const WHAT: &str = "a write waiting for replicas";
+        let values = |args: &[&[u8]]| -> Vec<Value> {
+            args.iter()
+                .map(|a| Value::Bytes(Bytes::copy_from_slice(a)))
+                .collect()
+        };
+        let wait = vec![
+            Value::Integer(i64::from(replicas)),
+            Value::Integer(i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX)),
+        ];
+        let pipeline = self.client.pipeline();
+        let queued = match write {
+            Write::Script(script, keys, args) => {
+                // Never on a cluster: the script's keys need not route the call.
+                let command = CustomCommand::new_static("EVALSHA", ClusterHash::Random, false);
+                let mut evalsha = vec![
+                    Value::from(self.scripts[&script].sha1().clone()),
+                    Value::Integer(i64::try_from(keys.len()).unwrap_or(i64::MAX)),
+                ];
+                evalsha.extend(keys.iter().map(|k| Value::from(*k)));
+                evalsha.extend(values(args));
+                pipeline.custom::<Value, Value>(command, evalsha).await
+            }
+            Write::Command(name, args) => {
+                let command = CustomCommand::new_static(name, ClusterHash::FirstKey, false);
+                pipeline.custom::<Value, Value>(command, values(args)).await
+            }
+        };
+        queued.map_err(fred_error)?;
+        let command = CustomCommand::new_static("WAIT", ClusterHash::Random, false);
+        pipeline
+            .custom::<Value, Value>(command, wait)
+            .await
+            .map_err(fred_error)?;
+        bounded(FRED_NAME, WHAT, self.timeout, async {
+            let mut loaded = false;
+            loop {
+                let mut results = Box::pin(pipeline.try_all::<Value>()).await.into_iter();
+                let written = results.next().unwrap_or(Ok(Value::Null));
+                match written {
+                    Err(e) if e.details().starts_with("NOSCRIPT") && !loaded => {
+                        if let Write::Script(script, ..) = write {
+                            self.scripts[&script]
+                                .load(&self.client)
+                                .await
+                                .map_err(fred_error)?;
+                        }
+                        loaded = true;
+                    }
+                    written => {
+                        let written = reply(written.map_err(fred_error)?);
+                        let acknowledged = reply(
+                            results
+                                .next()
+                                .unwrap_or(Ok(Value::Null))
+                                .map_err(fred_error)?,
+                        )
+                        .count();
+                        return Ok((written, acknowledged));
+                    }
+                }
+            }
+        })
+        .await
     }
 }
 

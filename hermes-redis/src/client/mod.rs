@@ -21,6 +21,8 @@ mod lane;
 mod reconnect;
 #[cfg(feature = "redis-rs")]
 mod redis_rs;
+#[cfg(feature = "redis-rs")]
+mod source;
 
 #[cfg(feature = "fred")]
 pub use self::fred::FredClient;
@@ -90,6 +92,49 @@ pub trait RedisClient: Debug + Send + Sync + 'static {
 
     /// Runs the command `name` with `args`; the first argument is its key.
     async fn command(&self, name: &'static str, args: &[&[u8]]) -> Result<Reply, Error>;
+
+    /// Runs `write`, then `WAIT replicas timeout` right behind it on the same connection, and
+    /// gives the write's reply and how many replicas acknowledged it (all writes before the
+    /// `WAIT` on that connection, this one among them) within the timeout.
+    ///
+    /// The default refuses with [`Error::Unsupported`]: a client whose calls may each go on
+    /// another connection cannot tell.
+    ///
+    /// # Errors
+    /// As [`eval`](RedisClient::eval) and [`command`](RedisClient::command); the write may
+    /// have been applied when the `WAIT` failed.
+    async fn write_then_wait(
+        &self,
+        write: Write<'_>,
+        replicas: u32,
+        timeout: std::time::Duration,
+    ) -> Result<(Reply, u64), Error> {
+        let _ = (write, replicas, timeout);
+        Err(Error::Unsupported {
+            driver: self.name(),
+            what: "waiting for replicas (this client)",
+        })
+    }
+}
+
+/// A write [`RedisClient::write_then_wait`] runs: a script or a command, with the arguments
+/// of [`RedisClient::eval`] or [`RedisClient::command`].
+#[derive(Clone, Copy)]
+pub enum Write<'a> {
+    /// `EVALSHA` of the script, with its keys and arguments.
+    Script(Script, &'a [&'a str], &'a [&'a [u8]]),
+    /// The command, with its arguments (the first is its key).
+    Command(&'static str, &'a [&'a [u8]]),
+}
+
+impl Debug for Write<'_> {
+    /// The script or the command's name: never the arguments, which hold payloads.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Write::Script(script, ..) => f.debug_tuple("Script").field(script).finish(),
+            Write::Command(name, _) => f.debug_tuple("Command").field(name).finish(),
+        }
+    }
 }
 
 /// Opens a connection of its own for the blocking command of the wake-ups' listener.

@@ -4,7 +4,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
-use redis::{AsyncConnectionConfig, Client, Cmd, Pipeline, RedisError, RedisFuture, Value};
+use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisError, RedisFuture, Value};
+
+use super::source::Source;
 
 use super::lane::DirectLane;
 
@@ -25,7 +27,7 @@ pub(crate) struct ReconnectingConnection {
 }
 
 struct Shared {
-    client: Client,
+    source: Source,
     config: AsyncConnectionConfig,
     current: Mutex<Current>,
     /// Held while a new connection is opened, so that callers arriving meanwhile wait for it
@@ -59,20 +61,23 @@ fn runtime_alive() -> Weak<()> {
 }
 
 impl ReconnectingConnection {
-    /// Opens a first connection to `client` with `config`.
+    /// Opens a first connection to the server `source` names with `config`; each new one
+    /// asks `source` again (after a failover, Sentinel names another server).
     ///
     /// # Errors
     /// The `redis` crate's error when the connection cannot be opened.
     pub(crate) async fn open(
-        client: Client,
+        source: Source,
         config: AsyncConnectionConfig,
     ) -> Result<Self, RedisError> {
-        let first = client
+        let first = source
+            .client()
+            .await?
             .get_multiplexed_async_connection_with_config(&config)
             .await?;
         Ok(ReconnectingConnection {
             shared: Arc::new(Shared {
-                client,
+                source,
                 config,
                 current: Mutex::new(Current {
                     connection: Some(first),
@@ -86,11 +91,13 @@ impl ReconnectingConnection {
     }
 
     /// The same connection, whose single commands go on a [`DirectLane`] of their own while no
-    /// other call uses it, when the client's server is one the lane speaks to (plain TCP,
-    /// RESP2). Call it before cloning.
+    /// other call uses it, when the source is one fixed server the lane speaks to (plain
+    /// TCP, RESP2). Call it before cloning.
     pub(crate) fn with_direct_lane(mut self) -> Self {
-        if let Some(shared) = Arc::get_mut(&mut self.shared) {
-            shared.lane = DirectLane::for_client(&shared.client);
+        if let Some(shared) = Arc::get_mut(&mut self.shared)
+            && let Source::Fixed(client) = &shared.source
+        {
+            shared.lane = DirectLane::for_client(client);
         }
         self
     }
@@ -117,7 +124,9 @@ impl ReconnectingConnection {
         }
         let connection = self
             .shared
-            .client
+            .source
+            .client()
+            .await?
             .get_multiplexed_async_connection_with_config(&self.shared.config)
             .await?;
         let mut current = self.lock_current();
@@ -249,10 +258,6 @@ impl ConnectionLike for ReconnectingConnection {
     }
 
     fn get_db(&self) -> i64 {
-        self.shared
-            .client
-            .get_connection_info()
-            .redis_settings()
-            .db()
+        self.shared.source.db()
     }
 }

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::lane;
 use super::reconnect::ReconnectingConnection;
-use super::{RedisClient, Reply};
+use super::{RedisClient, Reply, Write};
 use crate::NAME;
 use crate::error::redis_error;
 use crate::scripts::Script;
@@ -171,6 +171,66 @@ where
             command.query_async(&mut connection).await
         })
         .await
+    }
+
+    /// The write and the `WAIT` go in one pipeline, so on one connection whatever the
+    /// connection `C` is; a script the server does not know is loaded, and the pipeline sent
+    /// again (the first one wrote nothing).
+    async fn write_then_wait(
+        &self,
+        write: Write<'_>,
+        replicas: u32,
+        timeout: Duration,
+    ) -> Result<(Reply, u64), Error> {
+        const WHAT: &str = "a write waiting for replicas";
+        let until = deadline(self.timeout);
+        let mut pipeline = redis::pipe();
+        match write {
+            Write::Script(script, keys, args) => {
+                pipeline
+                    .cmd("EVALSHA")
+                    .arg(self.scripts[&script].get_hash())
+                    .arg(keys.len())
+                    .arg(keys)
+                    .arg(args);
+            }
+            Write::Command(name, args) => {
+                pipeline.cmd(name).arg(args);
+            }
+        }
+        pipeline
+            .cmd("WAIT")
+            .arg(replicas)
+            .arg(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
+        let mut loaded = false;
+        loop {
+            let sent = bounded_until(NAME, WHAT, until, self.timeout, async {
+                let mut connection = self.connection.clone();
+                Ok(Box::pin(pipeline.query_async::<Vec<Value>>(&mut connection)).await)
+            })
+            .await?;
+            let mut values = match sent {
+                Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) && !loaded => {
+                    let Write::Script(script, ..) = write else {
+                        return Err(redis_error(e));
+                    };
+                    let load = redis::cmd("SCRIPT")
+                        .arg("LOAD")
+                        .arg(script.source())
+                        .to_owned();
+                    self.multiplexed(WHAT, until, |mut connection| async move {
+                        load.query_async(&mut connection).await
+                    })
+                    .await?;
+                    loaded = true;
+                    continue;
+                }
+                sent => sent.map_err(redis_error)?.into_iter(),
+            };
+            let written = values.next().map_or(Reply::Nil, reply);
+            let acknowledged = values.next().map_or(Reply::Nil, reply).count();
+            return Ok((written, acknowledged));
+        }
     }
 }
 

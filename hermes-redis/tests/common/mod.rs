@@ -4,6 +4,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod own_redis;
+pub mod sentinel_group;
 
 use std::time::Duration;
 

@@ -40,15 +40,13 @@ impl OwnRedis {
             .stdout(Stdio::null())
             .spawn()
             .expect("redis-server is installed (the test command installs it)");
-        let started = Instant::now();
-        while !answers_ping(port) {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "redis-server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        OwnRedis { child, port }
+        let mut server = OwnRedis { child, port };
+        wait_until_answers(port);
+        assert!(
+            server.child.try_wait().unwrap().is_none(),
+            "redis-server exited: port {port} was taken"
+        );
+        server
     }
 
     pub fn url(&self, password: &str) -> String {
@@ -71,6 +69,18 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// Waits until a Redis (or a sentinel) on `port` answers, 10 s at most.
+pub fn wait_until_answers(port: u16) {
+    let started = Instant::now();
+    while !answers_ping(port) {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "redis-server on port {port} did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Whether a Redis on `port` answers a `PING` (with `-NOAUTH`, as it asks for a password): a

@@ -5,9 +5,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use hermes_core::driver::{
-    Browse, Capabilities, DeadLetters, Delivery, Inspect, Receipt, UniqueEmits, Workers,
-    async_trait, validate_queue_name,
+    Browse, Capabilities, Controls, DeadLetters, Delivery, Inspect, LimitStore, MemoryStore,
+    Receipt, UniqueEmits, Workers, async_trait, validate_queue_name,
 };
+
 use hermes_core::inspect::{DeadKind, DeadReason, Retention};
 use hermes_core::time::unix_now;
 use hermes_core::workers::WorkerInfo;
@@ -84,6 +85,8 @@ struct Shared {
     state: Mutex<State>,
     notify: Notify,
     options: MemoryOptions,
+    /// Limits, pauses and cancellations.
+    flow: MemoryStore,
 }
 
 #[derive(Debug, Default)]
@@ -158,6 +161,7 @@ impl MemoryDriver {
                 state: Mutex::new(state),
                 notify: Notify::new(),
                 options,
+                flow: MemoryStore::new(),
             }),
             serializer: Arc::new(JsonSerializer),
         })
@@ -557,5 +561,13 @@ impl Driver for MemoryDriver {
 
     fn unique(&self) -> Option<&dyn UniqueEmits> {
         Some(self)
+    }
+
+    fn limits(&self) -> Option<&dyn LimitStore> {
+        Some(&self.shared.flow)
+    }
+
+    fn controls(&self) -> Option<&dyn Controls> {
+        Some(&self.shared.flow)
     }
 }

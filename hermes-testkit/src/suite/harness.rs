@@ -98,10 +98,11 @@ pub trait Harness: Send + Sync + 'static {
 #[derive(Debug)]
 pub struct DynHarness<H>(pub H);
 
-/// `Harness` for a harness around another one, whose drivers are the other's, made into
-/// `$driver` by `$wrap`; everything else is the other harness's.
+/// `Harness` for a harness around another one (its field `0`), whose drivers are the other's,
+/// made into `$driver` by `$wrap` (the async body of `|harness, queue, driver|`, giving a
+/// `Result`); everything else is the other harness's.
 macro_rules! harness_around {
-    ($harness:ident, $driver:ty, $wrap:expr) => {
+    ($harness:ident, $driver:ty, |$this:ident, $queue:ident, $inner:ident| $wrap:expr) => {
         #[async_trait]
         impl<H: Harness> Harness for $harness<H> {
             type Driver = $driver;
@@ -111,7 +112,8 @@ macro_rules! harness_around {
             }
 
             async fn open(&self, queue: &str) -> Result<Self::Driver, Error> {
-                Ok($wrap(self.0.open(queue).await?))
+                let ($this, $queue, $inner) = (self, queue, self.0.open(queue).await?);
+                $wrap
             }
 
             async fn open_with(
@@ -119,7 +121,9 @@ macro_rules! harness_around {
                 queue: &str,
                 serializer: std::sync::Arc<dyn hermes_core::Serializer>,
             ) -> Result<Self::Driver, Error> {
-                Ok($wrap(self.0.open_with(queue, serializer).await?))
+                let ($this, $queue, $inner) =
+                    (self, queue, self.0.open_with(queue, serializer).await?);
+                $wrap
             }
 
             fn serializer(&self) -> Option<std::sync::Arc<dyn hermes_core::Serializer>> {
@@ -150,7 +154,7 @@ macro_rules! harness_around {
                 self.0.quarantined(queue).await
             }
 
-            fn visibility_timeout(&self) -> Duration {
+            fn visibility_timeout(&self) -> std::time::Duration {
                 self.0.visibility_timeout()
             }
 
@@ -167,6 +171,6 @@ macro_rules! harness_around {
 
 pub(super) use harness_around;
 
-harness_around!(DynHarness, Arc<dyn Driver>, |driver| -> Arc<dyn Driver> {
-    Arc::new(driver)
+harness_around!(DynHarness, Arc<dyn Driver>, |_harness, _queue, driver| {
+    Ok(Arc::new(driver))
 });

@@ -21,6 +21,7 @@ mod dead_letters;
 mod delays;
 mod delivery;
 mod dispatcher;
+mod flow;
 mod harness;
 mod inspection;
 mod jobs;
@@ -28,6 +29,7 @@ mod payloads;
 mod priorities;
 mod raw_fuzz;
 mod serializers;
+mod store;
 mod support;
 mod unique;
 mod workers;
@@ -36,7 +38,7 @@ mod wrapped;
 /// Every scenario, by name: one `async fn(&harness, queue) -> Outcome` each, which
 /// [`conformance_suite!`](crate::conformance_suite) runs. Each topic's file holds its scenarios:
 /// delivery, priorities, delays, claims, payloads, batches, the dispatcher, jobs, random input,
-/// inspection, dead letters, workers, unique emits, periodic jobs, wrappers.
+/// inspection, dead letters, workers, unique emits, periodic jobs, wrappers, flow control.
 pub mod scenarios {
     pub use super::batches::*;
     pub use super::claims::*;
@@ -45,6 +47,7 @@ pub mod scenarios {
     pub use super::delays::*;
     pub use super::delivery::*;
     pub use super::dispatcher::*;
+    pub use super::flow::*;
     pub use super::inspection::*;
     pub use super::jobs::*;
     pub use super::payloads::*;
@@ -65,6 +68,7 @@ use std::time::Duration;
 
 pub use harness::{DynHarness, Harness};
 pub use serializers::SerializedHarness;
+pub use store::{OpenStore, StoreHarness};
 pub use wrapped::{WrappedHarness, facets_of};
 
 /// How a scenario ended when it did not fail.
@@ -229,6 +233,12 @@ macro_rules! conformance_suite {
             a_crashed_workers_unique_key_frees_after_its_window,
             three_schedulers_emit_one_message_per_tick,
             a_wrapper_keeps_every_facet,
+            a_concurrency_limit_holds_across_workers,
+            a_rate_holds_in_every_window,
+            a_dead_holders_slot_frees_after_its_lease,
+            a_snoozed_job_runs_again_with_its_retries,
+            pausing_stops_new_starts_and_resuming_restarts_them,
+            cancelling_stops_waiting_and_running_jobs,
         );
     };
     (@tests $harness:expr; $($scenario:ident),* $(,)?) => {

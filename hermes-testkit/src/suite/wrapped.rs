@@ -1,8 +1,6 @@
 //! The facet scenarios through a wrapper written with `forward!`: what an application's own
 //! wrapper (a counting or logging one) keeps of the driver it wraps.
 
-use std::time::Duration;
-
 use hermes_core::{Driver, Error, async_trait};
 
 use super::{Harness, Outcome};
@@ -16,7 +14,7 @@ pub struct WrappedHarness<H>(pub H);
 super::harness::harness_around!(
     WrappedHarness,
     CountingDriver<H::Driver>,
-    CountingDriver::new
+    |_harness, _queue, driver| Ok(CountingDriver::new(driver))
 );
 
 /// The facets of `driver`, as the names of those it has.
@@ -27,6 +25,8 @@ pub fn facets_of(driver: &dyn Driver) -> Vec<&'static str> {
         ("dead_letters", driver.dead_letters().is_some()),
         ("workers", driver.workers().is_some()),
         ("unique", driver.unique().is_some()),
+        ("limits", driver.limits().is_some()),
+        ("controls", driver.controls().is_some()),
     ]
     .into_iter()
     .filter_map(|(name, present)| present.then_some(name))

@@ -1,0 +1,595 @@
+//! Scenarios of flow control: a concurrency limit and a rate across workers, a dead holder's
+//! slot, snoozing, pausing and resuming, cancelling. Each needs the driver's `limits` or
+//! `controls` facet (snoozing needs delays) and is skipped without it.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hermes_core::flow::{Admission, Bound, Limits, PauseTarget, Rate, Snooze};
+use hermes_core::inspect::DeadKind;
+use hermes_core::{
+    CancellationToken, DEFAULT_PRIORITY, Dispatcher, Driver, Emitter, HandlerError, Job,
+    JobContext, Message, RetryPolicy, handler_fn,
+};
+use serde::{Deserialize, Serialize};
+
+use super::support::{PATIENCE, message, open, scaled};
+use super::{Harness, Outcome};
+
+/// Runs `dispatcher` in a task until the returned guard is dropped (its shutdown fires then).
+fn start(dispatcher: Dispatcher) -> Running {
+    let token = dispatcher.cancellation_token();
+    let task = tokio::spawn(async move { dispatcher.handle(&[]).await });
+    Running {
+        token,
+        task: Some(task),
+    }
+}
+
+/// A dispatcher running in a task.
+struct Running {
+    token: CancellationToken,
+    task: Option<tokio::task::JoinHandle<Result<(), hermes_core::Error>>>,
+}
+
+impl Running {
+    /// Stops it and checks that it ended without an error.
+    async fn stop(mut self) {
+        self.token.cancel();
+        let task = self.task.take().expect("a running dispatcher");
+        tokio::time::timeout(Duration::from_secs(60), task)
+            .await
+            .expect("the dispatcher did not stop")
+            .expect("the dispatcher task")
+            .expect("the dispatcher failed");
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.token.cancel();
+    }
+}
+
+/// Waits until `done` holds, checking every 20 ms, for at most `within`; whether it does.
+async fn wait_for(within: Duration, done: impl Fn() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    while !done() {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    true
+}
+
+/// Three workers (three instances, as three processes would be), eight jobs at once each, and a
+/// limit of 2 on the type: the handlers never see more than 2 running at once, they do see 2,
+/// every job runs once, and no slot is held afterwards.
+pub async fn a_concurrency_limit_holds_across_workers<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let first = open(h, queue).await;
+    if first.limits().is_none() {
+        return Outcome::lacks_facet("limits");
+    }
+    let limits = Limits::new().concurrency(2);
+    let n = scaled(h, 24);
+    let emitter = Emitter::new(first);
+    for i in 0..n {
+        emitter
+            .emit(&message("limited", i), DEFAULT_PRIORITY)
+            .await
+            .expect("an emit");
+    }
+    let running = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let done: Arc<Mutex<Vec<String>>> = Arc::default();
+    let mut workers = Vec::new();
+    for _ in 0..3 {
+        let mut dispatcher = Dispatcher::new(open(h, queue).await).concurrency(8);
+        dispatcher.limit("limited", limits).expect("the limit");
+        let (running, most, done) = (running.clone(), most.clone(), done.clone());
+        dispatcher.register_handler(
+            "limited",
+            handler_fn(move |m: Message| {
+                let (running, most, done) = (running.clone(), most.clone(), done.clone());
+                async move {
+                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    running.fetch_sub(1, Ordering::SeqCst);
+                    done.lock().unwrap().push(m.id().to_owned());
+                    Ok(true)
+                }
+            }),
+        );
+        workers.push(start(dispatcher));
+    }
+    let all = wait_for(Duration::from_secs(120), || done.lock().unwrap().len() >= n).await;
+    for worker in workers {
+        worker.stop().await;
+    }
+    let done = done.lock().unwrap().clone();
+    assert!(all, "{} of {n} jobs ran within 120 s", done.len());
+    let unique: HashSet<&String> = done.iter().collect();
+    assert_eq!(unique.len(), done.len(), "a job ran twice");
+    assert_eq!(
+        most.load(Ordering::SeqCst),
+        2,
+        "the most jobs running at once"
+    );
+    let store = emitter.driver().limits().expect("the limits facet");
+    for bound in limits.bounds("limited", None) {
+        assert_eq!(
+            store.usage(&bound).await.expect("the usage"),
+            0,
+            "{bound:?}"
+        );
+    }
+    Outcome::Passed
+}
+
+/// 200 jobs under a rate of 10 a second, on three workers of eight: every job runs, and no
+/// window of a second holds more than 10 starts (measured by the handlers, so with a margin of
+/// 100 ms for the time from an admission to its handler's first line, longer on a loaded
+/// machine; a rate kept per process would let 30 in).
+pub async fn a_rate_holds_in_every_window<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let first = open(h, queue).await;
+    if first.limits().is_none() {
+        return Outcome::lacks_facet("limits");
+    }
+    let n = scaled(h, 200);
+    let emitter = Emitter::new(first);
+    let messages: Vec<Message> = (0..n).map(|i| message("rated", i)).collect();
+    emitter
+        .emit_batch(&messages, DEFAULT_PRIORITY)
+        .await
+        .expect("the batch");
+    let starts: Arc<Mutex<Vec<Instant>>> = Arc::default();
+    let mut workers = Vec::new();
+    for _ in 0..3 {
+        let mut dispatcher = Dispatcher::new(open(h, queue).await).concurrency(8);
+        dispatcher
+            .limit("rated", Limits::new().rate(Rate::per_second(10)))
+            .expect("the rate");
+        let starts = starts.clone();
+        dispatcher.register_handler(
+            "rated",
+            handler_fn(move |_: Message| {
+                let starts = starts.clone();
+                async move {
+                    starts.lock().unwrap().push(Instant::now());
+                    Ok(true)
+                }
+            }),
+        );
+        workers.push(start(dispatcher));
+    }
+    let all = wait_for(Duration::from_secs(90), || {
+        starts.lock().unwrap().len() >= n
+    })
+    .await;
+    for worker in workers {
+        worker.stop().await;
+    }
+    let mut starts = starts.lock().unwrap().clone();
+    assert!(all, "{} of {n} jobs started within 90 s", starts.len());
+    assert_eq!(starts.len(), n, "a job ran twice");
+    starts.sort();
+    let window = Duration::from_millis(900);
+    for (i, from) in starts.iter().enumerate() {
+        let within = starts[i..]
+            .iter()
+            .take_while(|t| **t - *from < window)
+            .count();
+        assert!(
+            within <= 10,
+            "{within} starts within {window:?} of start #{i}, more than the rate allows"
+        );
+    }
+    Outcome::Passed
+}
+
+/// A slot whose holder died (never released, never renewed) is free once its lease ends, and
+/// not before; a renewed slot stays held; a released one is free at once; a full rate names
+/// when it has room again.
+pub async fn a_dead_holders_slot_frees_after_its_lease<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver = open(h, queue).await;
+    let Some(store) = driver.limits() else {
+        return Outcome::lacks_facet("limits");
+    };
+    let lease = Duration::from_millis(1500);
+    let slot = |name: &str| Bound::Slots {
+        name: format!("{queue}-{name}"),
+        max: 1,
+    };
+    let admit = |holder: &'static str, bound: Bound| async move {
+        store
+            .admit(holder, &[bound], lease)
+            .await
+            .expect("an admission")
+    };
+    let (dead, renewed) = (slot("dead"), slot("renewed"));
+    assert_eq!(admit("a", dead.clone()).await, Admission::Admitted);
+    assert_eq!(admit("c", renewed.clone()).await, Admission::Admitted);
+    assert!(
+        matches!(
+            admit("b", dead.clone()).await,
+            Admission::Refused {
+                retry_after: None,
+                ..
+            }
+        ),
+        "a full slot refuses another holder"
+    );
+    assert_eq!(
+        admit("a", dead.clone()).await,
+        Admission::Admitted,
+        "its holder again"
+    );
+    tokio::time::sleep(lease / 2).await;
+    store
+        .renew("c", &[renewed.name().to_owned()], lease)
+        .await
+        .expect("a renewal");
+    tokio::time::sleep(lease / 2 + Duration::from_millis(300)).await;
+    assert_eq!(
+        admit("b", dead.clone()).await,
+        Admission::Admitted,
+        "the dead holder's lease ended"
+    );
+    assert_eq!(store.usage(&dead).await.expect("the usage"), 1);
+    assert!(
+        matches!(admit("d", renewed.clone()).await, Admission::Refused { .. }),
+        "a renewed slot stays held"
+    );
+    store
+        .release("c", &[renewed.name().to_owned()])
+        .await
+        .expect("a release");
+    assert_eq!(admit("d", renewed).await, Admission::Admitted, "released");
+
+    let rate = Bound::Starts {
+        name: format!("{queue}-rate"),
+        rate: Rate::new(2, Duration::from_secs(2)),
+    };
+    for holder in ["x", "y"] {
+        assert_eq!(admit(holder, rate.clone()).await, Admission::Admitted);
+    }
+    match admit("z", rate.clone()).await {
+        Admission::Refused {
+            retry_after: Some(after),
+            ..
+        } => assert!(
+            after > Duration::from_millis(1000) && after <= Duration::from_secs(2),
+            "the first start leaves the window in {after:?}"
+        ),
+        other => panic!("a full rate: {other:?}"),
+    }
+    assert_eq!(store.usage(&rate).await.expect("the usage"), 2);
+    Outcome::Passed
+}
+
+/// A handler that snoozes for a second runs again a second later, its retries unchanged,
+/// without a retry policy, and the message is not a dead letter.
+pub async fn a_snoozed_job_runs_again_with_its_retries<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver = open(h, queue).await;
+    if !driver.capabilities().delay {
+        return Outcome::lacks("delay");
+    }
+    let runs: Arc<Mutex<Vec<(u32, Instant)>>> = Arc::default();
+    let mut dispatcher = Dispatcher::new(open(h, queue).await);
+    let record = runs.clone();
+    dispatcher.register_handler(
+        "snoozing",
+        handler_fn(move |m: Message| {
+            let record = record.clone();
+            async move {
+                let first = {
+                    let mut runs = record.lock().unwrap();
+                    runs.push((m.retries(), Instant::now()));
+                    runs.len() == 1
+                };
+                if first {
+                    return Err(HandlerError::from(Snooze::new(Duration::from_secs(1))));
+                }
+                Ok(true)
+            }
+        }),
+    );
+    let worker = start(dispatcher);
+    let emitter = Emitter::new(driver);
+    let sent = Message::builder("snoozing")
+        .retries(2)
+        .build()
+        .expect("a message");
+    emitter
+        .emit(&sent, DEFAULT_PRIORITY)
+        .await
+        .expect("an emit");
+    let twice = wait_for(PATIENCE, || runs.lock().unwrap().len() >= 2).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    worker.stop().await;
+    let runs = runs.lock().unwrap().clone();
+    assert!(twice, "runs: {}", runs.len());
+    assert_eq!(runs.len(), 2, "it ran again once");
+    assert_eq!(
+        (runs[0].0, runs[1].0),
+        (2, 2),
+        "the retries stay as they were"
+    );
+    let gap = runs[1].1 - runs[0].1;
+    assert!(
+        gap >= Duration::from_millis(950),
+        "it ran again after {gap:?}"
+    );
+    if let Some(dead) = emitter.driver().dead_letters() {
+        let letters = dead
+            .list(DEFAULT_PRIORITY, 10)
+            .await
+            .expect("the dead letters");
+        assert!(letters.is_empty(), "a snooze is no failure: {letters:?}");
+    }
+    Outcome::Passed
+}
+
+/// Pausing the default queue stops new starts within a second and keeps its messages;
+/// resuming starts them within a second. Pausing a type does the same for its messages only.
+pub async fn pausing_stops_new_starts_and_resuming_restarts_them<H: Harness>(
+    h: &H,
+    queue: &str,
+) -> Outcome {
+    let driver = open(h, queue).await;
+    if driver.controls().is_none() {
+        return Outcome::lacks_facet("controls");
+    }
+    let handled: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
+    let mut dispatcher = Dispatcher::new(open(h, queue).await).concurrency(2);
+    for message_type in ["plain", "paused-type"] {
+        let record = handled.clone();
+        dispatcher.register_handler(
+            message_type,
+            handler_fn(move |m: Message| {
+                let record = record.clone();
+                async move {
+                    record
+                        .lock()
+                        .unwrap()
+                        .push((m.id().to_owned(), Instant::now()));
+                    Ok(true)
+                }
+            }),
+        );
+    }
+    let worker = start(dispatcher);
+    let emitter = Emitter::new(driver);
+    let ran = |id: &str| {
+        handled
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(h, _)| h == id)
+            .map(|(_, at)| *at)
+    };
+    let emit = |message_type: &'static str| {
+        let emitter = &emitter;
+        async move {
+            let m = Message::new(message_type);
+            emitter.emit(&m, DEFAULT_PRIORITY).await.expect("an emit");
+            m
+        }
+    };
+    let first = emit("plain").await;
+    assert!(
+        wait_for(PATIENCE, || ran(first.id()).is_some()).await,
+        "a job before the pause"
+    );
+
+    // The queue.
+    let the_queue = PauseTarget::Priority(DEFAULT_PRIORITY);
+    emitter.pause(&the_queue).await.expect("a pause");
+    assert_eq!(
+        emitter.paused().await.expect("the pauses"),
+        std::slice::from_ref(&the_queue)
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let held = emit("plain").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(ran(held.id()).is_none(), "a job started on a paused queue");
+    if let Some(inspect) = emitter.driver().inspect() {
+        let stats = inspect.stats().await.expect("the stats");
+        // Waiting, or held unstarted by a worker's prefetch (in flight on a broker).
+        let held = stats
+            .iter()
+            .find(|s| s.priority == DEFAULT_PRIORITY)
+            .and_then(|s| Some(s.waiting.value()? + s.in_flight.value()?));
+        assert!(
+            held.is_none_or(|held| held >= 1),
+            "a paused queue keeps its jobs: {held:?}"
+        );
+    }
+    let resumed = Instant::now();
+    assert!(emitter.resume(&the_queue).await.expect("a resume"));
+    assert!(
+        wait_for(PATIENCE, || ran(held.id()).is_some()).await,
+        "the held job never ran after the resume"
+    );
+    let after = ran(held.id()).expect("its start") - resumed;
+    assert!(
+        after <= Duration::from_millis(1500),
+        "it started {after:?} after the resume"
+    );
+
+    // A type.
+    let the_type = PauseTarget::Type("paused-type".into());
+    emitter.pause(&the_type).await.expect("a pause");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let parked = emit("paused-type").await;
+    let other = emit("plain").await;
+    assert!(
+        wait_for(PATIENCE, || ran(other.id()).is_some()).await,
+        "another type runs while one is paused"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(ran(parked.id()).is_none(), "a job of a paused type started");
+    let resumed = Instant::now();
+    assert!(emitter.resume(&the_type).await.expect("a resume"));
+    assert!(
+        wait_for(PATIENCE, || ran(parked.id()).is_some()).await,
+        "the parked job never ran after the resume"
+    );
+    let after = ran(parked.id()).expect("its start") - resumed;
+    assert!(
+        after <= Duration::from_secs(4),
+        "it started {after:?} after the resume"
+    );
+    assert!(emitter.paused().await.expect("the pauses").is_empty());
+    worker.stop().await;
+    Outcome::Passed
+}
+
+/// A job that waits for its cancellation token (retried on failure, to show a cancelled run
+/// is not).
+#[derive(Serialize, Deserialize)]
+struct Long {}
+
+impl Job for Long {
+    const TYPE: &'static str = "long";
+
+    fn retry_policy() -> Option<RetryPolicy> {
+        Some(RetryPolicy::fixed(Duration::from_millis(100), 3))
+    }
+}
+
+/// A waiting job cancelled from another instance never runs and is kept as cancelled (where
+/// dead letters are kept); a running job cancelled from another instance sees its token fire
+/// within a second, and is neither retried nor dead.
+pub async fn cancelling_stops_waiting_and_running_jobs<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver = open(h, queue).await;
+    if driver.controls().is_none() {
+        return Outcome::lacks_facet("controls");
+    }
+    let emitter = Emitter::new(driver);
+    let canceller = Emitter::new(open(h, queue).await);
+    let waiting = Message::new("plain");
+    emitter
+        .emit(&waiting, DEFAULT_PRIORITY)
+        .await
+        .expect("an emit");
+    canceller
+        .cancel(waiting.id(), "the suite")
+        .await
+        .expect("a cancellation");
+
+    let handled: Arc<Mutex<Vec<String>>> = Arc::default();
+    let long_runs = Arc::new(AtomicUsize::new(0));
+    let fired: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let mut dispatcher = Dispatcher::new(open(h, queue).await).concurrency(2);
+    let record = handled.clone();
+    dispatcher.register_handler(
+        "plain",
+        handler_fn(move |m: Message| {
+            let record = record.clone();
+            async move {
+                record.lock().unwrap().push(m.id().to_owned());
+                Ok(true)
+            }
+        }),
+    );
+    let (runs, seen) = (long_runs.clone(), fired.clone());
+    dispatcher.register_job(move |_: Long, ctx: JobContext| {
+        let (runs, seen) = (runs.clone(), seen.clone());
+        async move {
+            runs.fetch_add(1, Ordering::SeqCst);
+            tokio::select! {
+                () = ctx.cancelled() => {
+                    seen.lock().unwrap().get_or_insert(Instant::now());
+                    Err("stopped: cancelled")
+                }
+                () = tokio::time::sleep(Duration::from_secs(30)) => Ok(()),
+            }
+        }
+    });
+    let worker = start(dispatcher);
+    let after = Message::new("plain");
+    emitter
+        .emit(&after, DEFAULT_PRIORITY)
+        .await
+        .expect("an emit");
+    let id = after.id().to_owned();
+    assert!(
+        wait_for(PATIENCE, || handled.lock().unwrap().contains(&id)).await,
+        "the job after the cancelled one never ran"
+    );
+    assert!(
+        !handled.lock().unwrap().contains(&waiting.id().to_owned()),
+        "a cancelled job ran"
+    );
+    if let Some(dead) = emitter.driver().dead_letters() {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let letters = dead
+                .list(DEFAULT_PRIORITY, 100)
+                .await
+                .expect("the dead letters");
+            let kept = letters.iter().any(|l| {
+                l.message.as_ref().is_some_and(|m| m.id() == waiting.id())
+                    && l.reason.kind == DeadKind::Cancelled
+                    && l.reason.error.contains("the suite")
+            });
+            if kept {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the cancelled job is kept as cancelled, with who asked: {letters:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    let long = Message::from_job(&Long {}).expect("a job");
+    emitter
+        .emit(&long, DEFAULT_PRIORITY)
+        .await
+        .expect("an emit");
+    assert!(
+        wait_for(PATIENCE, || long_runs.load(Ordering::SeqCst) == 1).await,
+        "the long job never started"
+    );
+    let asked = Instant::now();
+    canceller
+        .cancel(long.id(), "the suite")
+        .await
+        .expect("a cancellation");
+    assert!(
+        wait_for(Duration::from_secs(5), || fired.lock().unwrap().is_some()).await,
+        "the running job's token never fired"
+    );
+    let took = fired.lock().unwrap().expect("fired") - asked;
+    assert!(
+        took <= Duration::from_millis(1200),
+        "the token fired {took:?} after the request"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    worker.stop().await;
+    assert_eq!(
+        long_runs.load(Ordering::SeqCst),
+        1,
+        "a cancelled run is not retried"
+    );
+    if let Some(dead) = emitter.driver().dead_letters() {
+        let letters = dead
+            .list(DEFAULT_PRIORITY, 100)
+            .await
+            .expect("the dead letters");
+        assert!(
+            !letters
+                .iter()
+                .any(|l| l.message.as_ref().is_some_and(|m| m.id() == long.id())),
+            "a cancelled run is not dead"
+        );
+    }
+    Outcome::Passed
+}
