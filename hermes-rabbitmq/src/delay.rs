@@ -6,14 +6,15 @@ use hermes_core::time::unix_now;
 use lapin::types::{AMQPValue, FieldTable};
 
 use crate::QueueType;
-use crate::amqp::{Published, Session};
+use crate::amqp::{Published, Session, again_while_refused};
 use crate::core::Core;
 use crate::ladder::{self, Trip};
 use crate::naming::{arrival_exchange, delay_level, long_delay_queue};
 
 impl Core {
     /// Puts `body`, due at `due`, on its way to `target`: into the target when due, else into
-    /// the target's delay ladder, which lets it into the target when due (see [`delay_level`]).
+    /// the target's delay ladder, which lets it into the target when due (see [`delay_level`]);
+    /// published again while the broker refuses it (see [`again_while_refused`]).
     pub(crate) async fn route(
         &self,
         session: &Session,
@@ -21,10 +22,7 @@ impl Core {
         body: &[u8],
         due: Option<f64>,
     ) -> Result<(), Error> {
-        self.start_route(session, target, body, due)
-            .await?
-            .confirmed()
-            .await
+        again_while_refused(|| self.start_route(session, target, body, due)).await
     }
 
     /// [`route`](Core::route) without waiting for the broker's confirm, which the

@@ -1,9 +1,11 @@
 //! Sending: a message checked, encoded and routed (see `delay`), returning once the broker
-//! confirmed it; a batch published in one go, its confirms awaited together.
+//! confirmed it; a batch published in one go, its confirms awaited together. A message the
+//! broker refuses is published again (see `amqp::again_while_refused`).
 
 use hermes_core::{Error, Message, Priority};
 
 use crate::NAME;
+use crate::amqp::{Answer, Published};
 use crate::core::Core;
 
 impl Core {
@@ -38,9 +40,19 @@ impl Core {
             for (body, due) in &bodies {
                 published.push(self.start_route(&session, &target, body, *due).await?);
             }
-            let confirmed =
-                futures_util::future::join_all(published.into_iter().map(|p| p.confirmed())).await;
-            let mut failed = confirmed.into_iter().filter_map(Result::err);
+            let answers =
+                futures_util::future::join_all(published.into_iter().map(Published::answer)).await;
+            let mut failed = Vec::new();
+            for ((body, due), answer) in bodies.iter().zip(answers) {
+                // A refused message goes again, on its own, in the batch's order.
+                let outcome = match answer {
+                    Ok(Answer::Taken) => Ok(()),
+                    Ok(Answer::Refused(_)) => self.route(&session, &target, body, *due).await,
+                    Err(error) => Err(error),
+                };
+                failed.extend(outcome.err());
+            }
+            let mut failed = failed.into_iter();
             let Some(first) = failed.next() else {
                 return Ok(());
             };

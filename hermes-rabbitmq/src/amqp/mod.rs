@@ -16,7 +16,7 @@ pub(crate) use declared::{Ladders, Stores};
 pub(crate) use flows::Flows;
 pub(crate) use nodes::{Nodes, at_host};
 pub(crate) use scratch::Scratch;
-pub(crate) use session::{Consuming, Published, Session};
+pub(crate) use session::{Answer, Consuming, Published, Session, again_while_refused};
 
 /// The guard of `mutex`, also when another holder panicked.
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

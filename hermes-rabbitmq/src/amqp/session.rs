@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use hermes_core::Error;
 use hermes_core::driver::{CALL_TIMEOUT, bounded};
@@ -221,17 +222,15 @@ impl Session {
     }
 
     /// Publishes `body` to `queue` on the default exchange, as mandatory, and waits for the
-    /// broker's confirm; a message no queue took is an error.
+    /// broker's confirm, publishing again while the broker refuses it (see
+    /// [`again_while_refused`]); a message no queue took is an error.
     pub(crate) async fn publish(
         &self,
         queue: &str,
         body: &[u8],
         properties: BasicProperties,
     ) -> Result<(), Error> {
-        self.start_publish("", queue, body, properties)
-            .await?
-            .confirmed()
-            .await
+        again_while_refused(|| self.start_publish("", queue, body, properties.clone())).await
     }
 
     /// Publishes `body` to `exchange` with `routing_key`, as mandatory, without waiting for
@@ -336,19 +335,65 @@ impl Published {
     /// Waits for the broker's confirm: an error when it refused the message (a nack) or no
     /// queue took it (returned as mandatory), for this message alone.
     pub(crate) async fn confirmed(self) -> Result<(), Error> {
+        match self.answer().await? {
+            Answer::Taken => Ok(()),
+            Answer::Refused(error) => Err(error),
+        }
+    }
+
+    /// Waits for the broker's confirm and tells a message it took from one it refused (a
+    /// nack, which publishing again may mend); a message no queue took is an error.
+    pub(crate) async fn answer(self) -> Result<Answer, Error> {
         let target = self.target;
         match self.confirm.await.map_err(lapin_error)? {
-            Confirmation::Nack(_) => Err(Error::driver(
+            Confirmation::Nack(_) => Ok(Answer::Refused(Error::driver(
                 NAME,
                 format!("the broker refused a message for {target}"),
                 true,
-            )),
+            ))),
             Confirmation::Ack(Some(_)) => Err(Error::driver(
                 NAME,
                 format!("no queue took a message sent to {target}"),
                 true,
             )),
-            _ => Ok(()),
+            _ => Ok(Answer::Taken),
         }
     }
+}
+
+/// The broker's answer to a published message.
+pub(crate) enum Answer {
+    /// The broker took the message.
+    Taken,
+    /// The broker refused the message (a nack): the error to give when it keeps refusing.
+    Refused(Error),
+}
+
+/// How many times a message the broker refuses is published in all.
+const PUBLISH_ATTEMPTS: u32 = 4;
+
+/// The pause before the second publish of a refused message, doubled before each next one.
+const REFUSED_PAUSE: Duration = Duration::from_millis(50);
+
+/// Publishes with `publish` until the broker takes the message, up to [`PUBLISH_ATTEMPTS`]
+/// times with a growing pause between them. A broker refuses a message (a nack) when the queue
+/// cannot take it for now, as a quorum queue may while it elects a leader. The broker's
+/// promise for a refused message is that it may not be in the queue: publishing it again
+/// loses nothing, and at worst delivers it twice, which at-least-once delivery allows.
+pub(crate) async fn again_while_refused<F, P>(mut publish: F) -> Result<(), Error>
+where
+    F: FnMut() -> P,
+    P: Future<Output = Result<Published, Error>>,
+{
+    let mut pause = REFUSED_PAUSE;
+    for _ in 1..PUBLISH_ATTEMPTS {
+        match publish().await?.answer().await? {
+            Answer::Taken => return Ok(()),
+            Answer::Refused(_) => {
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+        }
+    }
+    publish().await?.confirmed().await
 }
