@@ -6,6 +6,8 @@
 # message, when a worker exits by itself, or when more than 2% of handlings are duplicates (3%
 # with restarts: with a 2 s visibility timeout, the claims of a worker cut off from a restarting
 # broker expire and its messages run again).
+# fs, Redis and PostgreSQL then run once more with a concurrency limit of 3 across the workers,
+# failing when the handlers' log shows more at once.
 # Then stops each broker under a worker (`hermes-soak outage`): a failed emit must return in
 # bounded time, the worker must handle again soon after a short outage and exit with an error
 # after one longer than its temporary-error timeout.
@@ -60,6 +62,18 @@ for driver in "${drivers[@]}"; do
     # On a cluster of the run's own, stopped with `pg_ctl stop -m immediate` every 10 s.
     postgres) run postgres "$messages" --broker-restart-every 10s --max-duplicates 3 ;;
     *) run "$driver" "$messages" --max-duplicates 2 ;;
+  esac
+done
+
+# A concurrency limit across the worker processes: at most 3 handlers at once, checked in the
+# handlers' log. Without pauses: a frozen worker's slot expires with its claim.
+for driver in "${drivers[@]}"; do
+  case $driver in
+    fs | redis | redis-fred | postgres)
+      printf '\n== soak %s: limited to 3 at once\n' "$driver"
+      "$soak" --driver "$driver" --messages "$((messages / 5))" --workers "$workers" \
+        --concurrency "$concurrency" --kill-every 1.5s --visibility 2s --limit 3 --max-duplicates 3
+      ;;
   esac
 done
 

@@ -147,6 +147,12 @@ pub struct RunArgs {
     /// were duplicates. Default: duplicates never fail a run; they are reported.
     #[arg(long)]
     pub max_duplicates: Option<f64>,
+    /// A concurrency limit on the run's job type: at most N handlers run at once across every
+    /// worker. The run fails when the handlers' log shows more at once. A worker frozen by
+    /// `--pause-every` for longer than the visibility timeout loses its slot with its claim, so
+    /// a limited run is meant without pauses.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub limit: Option<u32>,
     /// Keep the run's folder (log, worker output, queue files) instead of removing it.
     #[arg(long)]
     pub keep: bool,
@@ -165,6 +171,9 @@ pub struct Sabotage {
     /// Each worker process exits by itself after handling N messages.
     #[arg(long, hide = true)]
     pub sabotage_exit_after: Option<u64>,
+    /// The workers do not declare `--limit`: more handlers run at once than it allows.
+    #[arg(long, hide = true)]
+    pub sabotage_ignore_limit: bool,
 }
 
 impl Sabotage {
@@ -176,6 +185,9 @@ impl Sabotage {
         }
         if let Some(n) = self.sabotage_exit_after {
             args.extend(["--sabotage-exit-after".to_owned(), n.to_string()]);
+        }
+        if self.sabotage_ignore_limit {
+            args.push("--sabotage-ignore-limit".to_owned());
         }
         args
     }
@@ -199,6 +211,9 @@ pub struct WorkerArgs {
     /// How many messages are handled at once.
     #[arg(long)]
     pub concurrency: usize,
+    /// The concurrency limit on the run's job type, across every worker.
+    #[arg(long)]
+    pub limit: Option<u32>,
     /// The log every handled message is appended to.
     #[arg(long)]
     pub log: PathBuf,

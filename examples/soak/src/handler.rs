@@ -1,12 +1,12 @@
 //! The handler every worker runs: it takes 5–50 ms, checks the message, and appends one line
-//! to the run's log with a single `O_APPEND` write.
+//! to the run's log with a single `O_APPEND` write, saying when it started and ended.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write as _};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hermes_core::{Handler, HandlerError, Message, async_trait};
 use rand::rngs::StdRng;
@@ -15,12 +15,31 @@ use rand::{Rng, SeedableRng};
 use crate::args::Sabotage;
 use crate::payload;
 
-/// One line of the log: `<seq> <message id> <worker> ok|corrupt`; the sequence number is `-`
-/// when none could be read.
-pub fn log_line(seq: Option<u64>, id: &str, worker: &str, intact: bool) -> String {
+/// One line of the log: `<seq> <message id> <worker> ok|corrupt <start> <end>`, the run's
+/// span in microseconds since the Unix epoch; the sequence number is `-` when none could be
+/// read.
+pub fn log_line(seq: Option<u64>, id: &str, worker: &str, intact: bool, span: Span) -> String {
     let seq = seq.map_or_else(|| "-".to_owned(), |s| s.to_string());
     let state = if intact { "ok" } else { "corrupt" };
-    format!("{seq} {id} {worker} {state}\n")
+    format!("{seq} {id} {worker} {state} {} {}\n", span.start, span.end)
+}
+
+/// When a handler ran, in microseconds since the Unix epoch (one clock for every process on
+/// the machine).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    /// When the handler started.
+    pub start: u64,
+    /// When it ended.
+    pub end: u64,
+}
+
+/// Now, in microseconds since the Unix epoch.
+fn micros_now() -> u64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
 }
 
 /// Handles the run's messages for one worker.
@@ -67,6 +86,7 @@ impl SoakHandler {
 #[async_trait]
 impl Handler for SoakHandler {
     async fn handle(&self, message: &Message) -> Result<bool, HandlerError> {
+        let start = micros_now();
         let millis = self.rng.lock().expect("not poisoned").random_range(5..=50);
         tokio::time::sleep(Duration::from_millis(millis)).await;
         while self
@@ -88,7 +108,11 @@ impl Handler for SoakHandler {
         {
             return Ok(true);
         }
-        let line = log_line(seq, message.id(), &self.worker, intact);
+        let span = Span {
+            start,
+            end: micros_now(),
+        };
+        let line = log_line(seq, message.id(), &self.worker, intact, span);
         // One write of a short line to a file opened with O_APPEND: lines of concurrent
         // writers never interleave.
         let written = (&self.log).write(line.as_bytes())?;

@@ -6,6 +6,8 @@ use std::fs::File;
 use std::io::{self, Read as _, Seek as _, SeekFrom};
 use std::path::{Path, PathBuf};
 
+use crate::handler::Span;
+
 /// The emits of a run: for each sequence number, the message id when its emit returned Ok.
 #[derive(Debug, Default)]
 pub struct Sent {
@@ -51,6 +53,7 @@ pub struct Ledger {
     handled: HashMap<u64, u32>,
     ids: HashMap<u64, String>,
     corrupt_lines: u64,
+    spans: Vec<Span>,
 }
 
 /// The figures of a run's end.
@@ -82,6 +85,7 @@ impl Ledger {
             handled: HashMap::new(),
             ids: HashMap::new(),
             corrupt_lines: 0,
+            spans: Vec::new(),
         }
     }
 
@@ -111,18 +115,28 @@ impl Ledger {
 
     fn ingest(&mut self, line: &str) {
         let fields: Vec<&str> = line.split(' ').collect();
-        match fields.as_slice() {
-            [seq, id, _worker, "ok"] => match seq.parse::<u64>() {
-                Ok(seq) => {
-                    *self.handled.entry(seq).or_default() += 1;
-                    if self.ids.entry(seq).or_insert_with(|| (*id).to_owned()) != id {
-                        self.corrupt_lines += 1;
-                    }
+        let [seq, id, _worker, state, start, end] = fields.as_slice() else {
+            self.corrupt_lines += 1;
+            return;
+        };
+        if let (Ok(start), Ok(end)) = (start.parse(), end.parse()) {
+            self.spans.push(Span { start, end });
+        }
+        match (*state, seq.parse::<u64>()) {
+            ("ok", Ok(seq)) => {
+                *self.handled.entry(seq).or_default() += 1;
+                if self.ids.entry(seq).or_insert_with(|| (*id).to_owned()) != id {
+                    self.corrupt_lines += 1;
                 }
-                Err(_) => self.corrupt_lines += 1,
-            },
+            }
             _ => self.corrupt_lines += 1,
         }
+    }
+
+    /// The most handlers that ran at once, over every worker: a handler that ended at the
+    /// microsecond another started did not overlap it.
+    pub fn most_at_once(&self) -> usize {
+        hermes_testkit::most_at_once(self.spans.iter().map(|span| (span.start, span.end)))
     }
 
     /// Whether every message emitted with Ok was handled.
@@ -190,7 +204,14 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::handler::log_line;
+    use crate::handler::{Span, log_line};
+
+    fn ms(start: u64, end: u64) -> Span {
+        Span {
+            start: start * 1000,
+            end: end * 1000,
+        }
+    }
 
     #[test]
     fn the_counts_tell_lost_duplicated_and_corrupt_messages_apart() {
@@ -207,13 +228,13 @@ mod tests {
             );
         }
         let lines = [
-            log_line(Some(0), "id0", "w1", true),
-            log_line(Some(0), "id0", "w2", true), // a duplicate
-            log_line(Some(1), "id1", "w1", true),
-            log_line(Some(2), "other", "w1", true), // not the id emitted
-            log_line(Some(3), "id3", "w1", false),  // a bad checksum
-            log_line(Some(5), "id5", "w1", true),   // its emit failed
-            log_line(Some(9), "id9", "w1", true),   // never emitted
+            log_line(Some(0), "id0", "w1", true, ms(0, 10)),
+            log_line(Some(0), "id0", "w2", true, ms(5, 15)), // a duplicate
+            log_line(Some(1), "id1", "w1", true, ms(10, 20)),
+            log_line(Some(2), "other", "w1", true, ms(12, 13)), // not the id emitted
+            log_line(Some(3), "id3", "w1", false, ms(30, 40)),  // a bad checksum
+            log_line(Some(5), "id5", "w1", true, ms(40, 50)),   // its emit failed
+            log_line(Some(9), "id9", "w1", true, ms(50, 60)),   // never emitted
             "garbage\n".to_owned(),
         ];
         std::fs::write(&log, lines.concat()).unwrap();
@@ -224,6 +245,8 @@ mod tests {
             ledger.lost(&sent, 2),
             ["#2 (id id2, priority 100)", "#3 (id id3, priority 100)"]
         );
+        // 5..15 overlaps 0..10, then 10..20 (starting as 0..10 ends) and 12..13.
+        assert_eq!(ledger.most_at_once(), 3);
         let counts = ledger.counts(&sent);
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(

@@ -18,6 +18,7 @@ use crate::args::Sabotage;
 use crate::handler::SoakHandler;
 use crate::payload::SOAK;
 use crate::target::Target;
+use crate::worker;
 
 /// What a run does to its workers.
 pub trait Workers {
@@ -61,6 +62,7 @@ pub struct ProcessPool {
     seed: u64,
     sabotage: Sabotage,
     error_timeout: Option<Duration>,
+    limit: Option<u32>,
     running: Vec<(u64, Child)>,
 }
 
@@ -84,6 +86,7 @@ impl ProcessPool {
             seed,
             sabotage,
             error_timeout: None,
+            limit: None,
             running: Vec::new(),
         }
     }
@@ -91,6 +94,12 @@ impl ProcessPool {
     /// Gives the workers' dispatchers this temporary-error timeout.
     pub fn error_timeout(mut self, timeout: Duration) -> Self {
         self.error_timeout = Some(timeout);
+        self
+    }
+
+    /// Has the workers declare this concurrency limit on the run's job type.
+    pub fn limited(mut self, limit: Option<u32>) -> Self {
+        self.limit = limit;
         self
     }
 
@@ -121,6 +130,12 @@ impl Workers for ProcessPool {
             .arg("--log")
             .arg(&self.log)
             .args(["--seed", &(self.seed ^ id).to_string()])
+            .args(
+                self.limit
+                    .map(|n| ["--limit".to_owned(), n.to_string()])
+                    .into_iter()
+                    .flatten(),
+            )
             .args(self.sabotage.to_args())
             .args(
                 self.error_timeout
@@ -239,6 +254,7 @@ pub struct ThreadPool {
     next: u64,
     seed: u64,
     sabotage: Sabotage,
+    limit: Option<u32>,
     running: Vec<ThreadWorker>,
 }
 
@@ -272,15 +288,29 @@ impl ThreadPool {
             next: 0,
             seed,
             sabotage,
+            limit: None,
             running: Vec::new(),
         }
     }
+
+    /// Has the workers declare this concurrency limit on the run's job type.
+    pub fn limited(mut self, limit: Option<u32>) -> Self {
+        self.limit = limit;
+        self
+    }
+}
+
+/// What a thread worker runs with.
+struct ThreadSettings {
+    concurrency: usize,
+    limit: Option<u32>,
+    sabotage: Sabotage,
 }
 
 fn run_thread_worker(
     driver: MemoryDriver,
     handler: SoakHandler,
-    concurrency: usize,
+    settings: ThreadSettings,
     kill: CancellationToken,
     stop: CancellationToken,
 ) -> Result<(), String> {
@@ -289,8 +319,9 @@ fn run_thread_worker(
         .build()
         .map_err(|e| e.to_string())?;
     runtime.block_on(async move {
-        let mut dispatcher = Dispatcher::new(driver).concurrency(concurrency);
+        let mut dispatcher = Dispatcher::new(driver).concurrency(settings.concurrency);
         dispatcher.register_handler(SOAK, Arc::new(handler));
+        worker::limit(&mut dispatcher, settings.limit, settings.sabotage)?;
         let graceful = dispatcher.cancellation_token();
         tokio::spawn(async move {
             stop.cancelled().await;
@@ -313,12 +344,17 @@ impl Workers for ThreadPool {
             .freezable(frozen.clone())
             .sabotaged(self.sabotage);
         let (kill, stop) = (CancellationToken::new(), CancellationToken::new());
-        let (driver, concurrency) = (self.driver.reopen(), self.concurrency);
+        let driver = self.driver.reopen();
+        let settings = ThreadSettings {
+            concurrency: self.concurrency,
+            limit: self.limit,
+            sabotage: self.sabotage,
+        };
         let thread = std::thread::Builder::new()
             .name(format!("worker-{id}"))
             .spawn({
                 let (kill, stop) = (kill.clone(), stop.clone());
-                move || run_thread_worker(driver, handler, concurrency, kill, stop)
+                move || run_thread_worker(driver, handler, settings, kill, stop)
             })
             .map_err(|e| format!("cannot start a worker thread: {e}"))?;
         self.running.push(ThreadWorker {

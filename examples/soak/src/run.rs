@@ -63,7 +63,8 @@ pub async fn run(args: &RunArgs) -> Result<Outcome, String> {
 
     let (driver, mut pool): (Arc<dyn Driver>, Box<dyn Workers>) = if kind == DriverKind::Memory {
         let memory = memory_driver(&target)?;
-        let pool = ThreadPool::new(memory.reopen(), args.concurrency, &log, seed, args.sabotage);
+        let pool = ThreadPool::new(memory.reopen(), args.concurrency, &log, seed, args.sabotage)
+            .limited(args.limit);
         (Arc::new(memory), Box::new(pool))
     } else {
         let driver = target
@@ -77,7 +78,8 @@ pub async fn run(args: &RunArgs) -> Result<Outcome, String> {
             &folder,
             seed,
             args.sabotage,
-        );
+        )
+        .limited(args.limit);
         (driver, Box::new(pool))
     };
     for _ in 0..args.workers {
@@ -153,6 +155,14 @@ pub async fn run(args: &RunArgs) -> Result<Outcome, String> {
             "the duplicate rate {duplicate_rate:.2}% is above --max-duplicates {max}%"
         ));
     }
+    let at_once = ledger.most_at_once();
+    if let Some(limit) = args.limit
+        && at_once > limit as usize
+    {
+        failures.push(format!(
+            "{at_once} handlers ran at once, above --limit {limit}"
+        ));
+    }
     if counts.handled_unconfirmed > 0 {
         eprintln!(
             "hermes-soak: {} messages whose emit failed were handled all the same",
@@ -160,8 +170,8 @@ pub async fn run(args: &RunArgs) -> Result<Outcome, String> {
         );
     }
     let summary = format!(
-        "sent {}, handled {} distinct, duplicates {}, lost {}, corrupt {}, kills {}, pauses {}, \
-         restarts {}, wall {:.1} s",
+        "sent {}, handled {} distinct, duplicates {}, lost {}, corrupt {}, at once {at_once}, \
+         kills {}, pauses {}, restarts {}, wall {:.1} s",
         counts.sent,
         counts.handled,
         counts.duplicates,

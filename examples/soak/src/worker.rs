@@ -3,9 +3,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use hermes_core::flow::Limits;
 use hermes_core::{Dispatcher, DispatcherOptions, Driver, SignalShutdown};
 
-use crate::args::WorkerArgs;
+use crate::args::{Sabotage, WorkerArgs};
 use crate::handler::SoakHandler;
 use crate::payload::SOAK;
 use crate::target::Target;
@@ -39,7 +40,26 @@ pub async fn run(args: WorkerArgs) -> Result<(), String> {
         .options(options)
         .concurrency(args.concurrency);
     dispatcher.register_handler(SOAK, Arc::new(handler));
+    limit(&mut dispatcher, args.limit, args.sabotage)?;
     dispatcher.handle(&[]).await.map_err(|e| e.to_string())
+}
+
+/// Declares the run's concurrency limit on `dispatcher`, unless `sabotage` says to ignore it.
+///
+/// # Errors
+/// A limit the dispatcher refuses.
+pub fn limit(
+    dispatcher: &mut Dispatcher,
+    limit: Option<u32>,
+    sabotage: Sabotage,
+) -> Result<(), String> {
+    match limit {
+        Some(n) if !sabotage.sabotage_ignore_limit => dispatcher
+            .limit(SOAK, Limits::new().concurrency(n))
+            .map(drop)
+            .map_err(|e| e.to_string()),
+        _ => Ok(()),
+    }
 }
 
 /// Connects, retrying temporary errors for up to [`CONNECT_FOR`]: a worker started while the

@@ -1,5 +1,5 @@
-//! The harness fails a run that lost a message or whose worker exited by itself, and passes
-//! a clean one: its verdict can go both ways.
+//! The harness fails a run that lost a message, whose worker exited by itself, or that ran
+//! more handlers at once than its limit, and passes a clean one: its verdict can go both ways.
 
 use std::process::{Command, Output};
 
@@ -80,4 +80,22 @@ fn a_setting_it_cannot_use_is_refused() {
         "{}",
         stderr(&output)
     );
+}
+
+#[test]
+fn a_limited_run_stays_within_its_limit() {
+    let output = soak(&["--driver", "fs", "--limit", "2"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let at_once = figure(&summary(&output), "at once");
+    assert!((1..=2).contains(&at_once), "{}", summary(&output));
+}
+
+#[test]
+fn a_run_over_its_limit_fails() {
+    let output = soak(&["--driver", "fs", "--limit", "1", "--sabotage-ignore-limit"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let at_once = figure(&summary(&output), "at once");
+    assert!(at_once > 1, "{}", summary(&output));
+    let reason = format!("{at_once} handlers ran at once, above --limit 1");
+    assert!(stderr(&output).contains(&reason), "{}", stderr(&output));
 }

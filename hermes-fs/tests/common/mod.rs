@@ -130,16 +130,31 @@ pub fn count_files(dir: &Path) -> usize {
     std::fs::read_dir(dir).map_or(0, |entries| entries.count())
 }
 
-/// The conformance harness: a temporary directory per test.
+/// Set in a copy of the test binary that a scenario started: the directory of the harness
+/// that started it.
+const SUITE_DIR: &str = "HERMES_FS_SUITE_DIR";
+
+/// The conformance harness: a temporary directory per test, or in a copy of the test binary
+/// that a scenario started, the directory of the harness that started it.
 pub struct FsHarness {
-    dir: TempDir,
+    dir: PathBuf,
+    /// The directory, when this harness made it (and removes it when dropped).
+    _owned: Option<TempDir>,
 }
 
 impl FsHarness {
-    /// A harness on a fresh temporary directory.
+    /// A harness on a fresh temporary directory, or on the directory [`SUITE_DIR`] names.
     pub fn new() -> Self {
+        if let Some(dir) = std::env::var_os(SUITE_DIR) {
+            return FsHarness {
+                dir: dir.into(),
+                _owned: None,
+            };
+        }
+        let owned = TempDir::new("suite");
         FsHarness {
-            dir: TempDir::new("suite"),
+            dir: owned.path().to_path_buf(),
+            _owned: Some(owned),
         }
     }
 }
@@ -155,7 +170,7 @@ impl Harness for FsHarness {
     type Driver = FileSystemDriver;
 
     async fn open(&self, queue: &str) -> Result<FileSystemDriver, Error> {
-        FileSystemDriver::with_options(self.dir.path(), queue, test_options())
+        FileSystemDriver::with_options(&self.dir, queue, test_options())
     }
 
     async fn open_with(
@@ -167,17 +182,16 @@ impl Harness for FsHarness {
     }
 
     async fn push_raw(&self, queue: &str, bytes: &[u8]) -> Result<(), Error> {
-        drop_file(self.dir.path(), queue, bytes);
+        drop_file(&self.dir, queue, bytes);
         Ok(())
     }
 
     async fn pull_raw(&self, queue: &str) -> Result<Option<Vec<u8>>, Error> {
-        take_file(self.dir.path(), queue)
-            .map_err(|e| Error::io(format!("taking a file of {queue}"), e))
+        take_file(&self.dir, queue).map_err(|e| Error::io(format!("taking a file of {queue}"), e))
     }
 
     async fn quarantined(&self, queue: &str) -> Result<usize, Error> {
-        let failed = self.dir.path().join(queue).join("failed");
+        let failed = self.dir.join(queue).join("failed");
         let reasons = std::fs::read_dir(&failed).map_or(0, |entries| {
             entries
                 .flatten()
@@ -189,5 +203,10 @@ impl Harness for FsHarness {
 
     fn visibility_timeout(&self) -> Duration {
         test_options().visibility_timeout
+    }
+
+    /// The directory: a copy of the test binary works in the same one.
+    fn environment_of_copies(&self) -> Option<Vec<(String, String)>> {
+        Some(vec![(SUITE_DIR.to_owned(), self.dir.display().to_string())])
     }
 }

@@ -120,6 +120,11 @@ impl Harness for PostgresHarness {
         options().visibility_timeout
     }
 
+    /// The server is at a fixed address: a copy of the test binary builds the same harness.
+    fn environment_of_copies(&self) -> Option<Vec<(String, String)>> {
+        Some(Vec::new())
+    }
+
     async fn cleanup(&self, queue: &str) {
         if let Ok(client) = raw().await {
             for table in ["jobs", "dead_letters"] {

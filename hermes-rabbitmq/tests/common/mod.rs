@@ -188,6 +188,11 @@ impl Harness for RabbitHarness {
         Duration::ZERO
     }
 
+    /// The server is at a fixed address: a copy of the test binary builds the same harness.
+    fn environment_of_copies(&self) -> Option<Vec<(String, String)>> {
+        Some(Vec::new())
+    }
+
     async fn cleanup(&self, queue: &str) {
         let Ok(connection) = raw().await else { return };
         let Ok(channel) = connection.create_channel().await else {

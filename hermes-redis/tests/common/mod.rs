@@ -219,6 +219,11 @@ impl Harness for RedisHarness {
         Duration::from_secs(1)
     }
 
+    /// The server is at a fixed address: a copy of the test binary builds the same harness.
+    fn environment_of_copies(&self) -> Option<Vec<(String, String)>> {
+        Some(Vec::new())
+    }
+
     async fn cleanup(&self, queue: &str) {
         for suffix in [
             "",

@@ -260,6 +260,11 @@ impl Harness for SqsHarness {
         Duration::from_secs(VISIBILITY_SECONDS)
     }
 
+    /// The server is at a fixed address: a copy of the test binary builds the same harness.
+    fn environment_of_copies(&self) -> Option<Vec<(String, String)>> {
+        Some(Vec::new())
+    }
+
     fn scale(&self) -> f64 {
         0.25
     }

@@ -3,55 +3,21 @@
 //! `controls` facet (snoozing needs delays) and is skipped without it.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hermes_core::flow::{Admission, Bound, Limits, PauseTarget, Rate, Snooze};
 use hermes_core::inspect::DeadKind;
 use hermes_core::{
-    CancellationToken, DEFAULT_PRIORITY, Dispatcher, Driver, Emitter, HandlerError, Job,
-    JobContext, Message, RetryPolicy, handler_fn,
+    DEFAULT_PRIORITY, Dispatcher, Driver, Emitter, HandlerError, Job, JobContext, Message,
+    RetryPolicy, handler_fn,
 };
 use serde::{Deserialize, Serialize};
 
+use super::processes::{Notes, Running, Workers, micros_now, serve_as_copy};
 use super::support::{PATIENCE, message, open, scaled};
 use super::{Harness, Outcome};
-
-/// Runs `dispatcher` in a task until the returned guard is dropped (its shutdown fires then).
-fn start(dispatcher: Dispatcher) -> Running {
-    let token = dispatcher.cancellation_token();
-    let task = tokio::spawn(async move { dispatcher.handle(&[]).await });
-    Running {
-        token,
-        task: Some(task),
-    }
-}
-
-/// A dispatcher running in a task.
-struct Running {
-    token: CancellationToken,
-    task: Option<tokio::task::JoinHandle<Result<(), hermes_core::Error>>>,
-}
-
-impl Running {
-    /// Stops it and checks that it ended without an error.
-    async fn stop(mut self) {
-        self.token.cancel();
-        let task = self.task.take().expect("a running dispatcher");
-        tokio::time::timeout(Duration::from_secs(60), task)
-            .await
-            .expect("the dispatcher did not stop")
-            .expect("the dispatcher task")
-            .expect("the dispatcher failed");
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.token.cancel();
-    }
-}
+use crate::most_at_once;
 
 /// Waits until `done` holds, checking every 20 ms, for at most `within`; whether it does.
 async fn wait_for(within: Duration, done: impl Fn() -> bool) -> bool {
@@ -65,15 +31,40 @@ async fn wait_for(within: Duration, done: impl Fn() -> bool) -> bool {
     true
 }
 
-/// Three workers (three instances, as three processes would be), eight jobs at once each, and a
-/// limit of 2 on the type: the handlers never see more than 2 running at once, they do see 2,
-/// every job runs once, and no slot is held afterwards.
+/// The limit of the concurrency scenario: at most 2 `limited` jobs at once.
+const LIMITED: Limits = Limits::new().concurrency(2);
+
+/// A worker of the concurrency scenario: eight jobs at once, [`LIMITED`], each run taking
+/// 100 ms and noted as `<id> <start µs> <end µs>`.
+fn limited_worker<D: Driver>(driver: D, notes: Notes) -> Dispatcher {
+    let mut dispatcher = Dispatcher::new(driver).concurrency(8);
+    dispatcher.limit("limited", LIMITED).expect("the limit");
+    dispatcher.register_handler(
+        "limited",
+        handler_fn(move |m: Message| {
+            let notes = notes.clone();
+            async move {
+                let start = micros_now();
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                notes.push(format!("{} {start} {}", m.id(), micros_now()));
+                Ok(true)
+            }
+        }),
+    );
+    dispatcher
+}
+
+/// Three workers in processes of their own (in this process where the backend lives in it),
+/// eight jobs at once each, and a limit of 2 on the type: the handlers' spans never overlap
+/// more than 2 deep, they do reach 2, every job runs once, and no slot is held afterwards.
 pub async fn a_concurrency_limit_holds_across_workers<H: Harness>(h: &H, queue: &str) -> Outcome {
+    if serve_as_copy(h, queue, limited_worker).await {
+        return Outcome::Passed;
+    }
     let first = open(h, queue).await;
     if first.limits().is_none() {
         return Outcome::lacks_facet("limits");
     }
-    let limits = Limits::new().concurrency(2);
     let n = scaled(h, 24);
     let emitter = Emitter::new(first);
     for i in 0..n {
@@ -82,45 +73,36 @@ pub async fn a_concurrency_limit_holds_across_workers<H: Harness>(h: &H, queue: 
             .await
             .expect("an emit");
     }
-    let running = Arc::new(AtomicUsize::new(0));
-    let most = Arc::new(AtomicUsize::new(0));
-    let done: Arc<Mutex<Vec<String>>> = Arc::default();
-    let mut workers = Vec::new();
-    for _ in 0..3 {
-        let mut dispatcher = Dispatcher::new(open(h, queue).await).concurrency(8);
-        dispatcher.limit("limited", limits).expect("the limit");
-        let (running, most, done) = (running.clone(), most.clone(), done.clone());
-        dispatcher.register_handler(
-            "limited",
-            handler_fn(move |m: Message| {
-                let (running, most, done) = (running.clone(), most.clone(), done.clone());
-                async move {
-                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
-                    most.fetch_max(now, Ordering::SeqCst);
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    running.fetch_sub(1, Ordering::SeqCst);
-                    done.lock().unwrap().push(m.id().to_owned());
-                    Ok(true)
-                }
-            }),
-        );
-        workers.push(start(dispatcher));
-    }
-    let all = wait_for(Duration::from_secs(120), || done.lock().unwrap().len() >= n).await;
-    for worker in workers {
-        worker.stop().await;
-    }
-    let done = done.lock().unwrap().clone();
-    assert!(all, "{} of {n} jobs ran within 120 s", done.len());
-    let unique: HashSet<&String> = done.iter().collect();
-    assert_eq!(unique.len(), done.len(), "a job ran twice");
+    let (workers, notes) = Workers::start(h, queue, 3, limited_worker).await;
+    let all = wait_for(Duration::from_secs(120), || notes.read().len() >= n).await;
+    let place = if workers.are_copies() {
+        "in three processes"
+    } else {
+        "in this process"
+    };
+    workers.stop().await;
+    let runs: Vec<(String, u64, u64)> = notes
+        .read()
+        .iter()
+        .map(|line| {
+            let mut fields = line.split(' ');
+            let mut next = || fields.next().expect("a field of a run's note");
+            let id = next().to_owned();
+            let start = next().parse().expect("a start");
+            let end = next().parse().expect("an end");
+            (id, start, end)
+        })
+        .collect();
+    assert!(all, "{} of {n} jobs ran within 120 s", runs.len());
+    let unique: HashSet<&String> = runs.iter().map(|(id, _, _)| id).collect();
+    assert_eq!(unique.len(), runs.len(), "a job ran twice");
     assert_eq!(
-        most.load(Ordering::SeqCst),
+        most_at_once(runs.iter().map(|(_, start, end)| (*start, *end))),
         2,
-        "the most jobs running at once"
+        "the most jobs running at once, workers {place}"
     );
     let store = emitter.driver().limits().expect("the limits facet");
-    for bound in limits.bounds("limited", None) {
+    for bound in LIMITED.bounds("limited", None) {
         assert_eq!(
             store.usage(&bound).await.expect("the usage"),
             0,
@@ -164,7 +146,7 @@ pub async fn a_rate_holds_in_every_window<H: Harness>(h: &H, queue: &str) -> Out
                 }
             }),
         );
-        workers.push(start(dispatcher));
+        workers.push(Running::start(dispatcher));
     }
     let all = wait_for(Duration::from_secs(90), || {
         starts.lock().unwrap().len() >= n
@@ -298,7 +280,7 @@ pub async fn a_snoozed_job_runs_again_with_its_retries<H: Harness>(h: &H, queue:
             }
         }),
     );
-    let worker = start(dispatcher);
+    let worker = Running::start(dispatcher);
     let emitter = Emitter::new(driver);
     let sent = Message::builder("snoozing")
         .retries(2)
@@ -362,7 +344,7 @@ pub async fn pausing_stops_new_starts_and_resuming_restarts_them<H: Harness>(
             }),
         );
     }
-    let worker = start(dispatcher);
+    let worker = Running::start(dispatcher);
     let emitter = Emitter::new(driver);
     let ran = |id: &str| {
         handled
@@ -462,10 +444,45 @@ impl Job for Long {
     }
 }
 
+/// A worker of the cancellation scenario: two jobs at once, noting `handled <id>` for each
+/// `plain` job, and for a [`Long`] one `started`, then `fired <µs>` when its token fires.
+fn cancellable_worker<D: Driver>(driver: D, notes: Notes) -> Dispatcher {
+    let mut dispatcher = Dispatcher::new(driver).concurrency(2);
+    let record = notes.clone();
+    dispatcher.register_handler(
+        "plain",
+        handler_fn(move |m: Message| {
+            let record = record.clone();
+            async move {
+                record.push(format!("handled {}", m.id()));
+                Ok(true)
+            }
+        }),
+    );
+    dispatcher.register_job(move |_: Long, ctx: JobContext| {
+        let notes = notes.clone();
+        async move {
+            notes.push("started".to_owned());
+            tokio::select! {
+                () = ctx.cancelled() => {
+                    notes.push(format!("fired {}", micros_now()));
+                    Err("stopped: cancelled")
+                }
+                () = tokio::time::sleep(Duration::from_secs(30)) => Ok(()),
+            }
+        }
+    });
+    dispatcher
+}
+
 /// A waiting job cancelled from another instance never runs and is kept as cancelled (where
-/// dead letters are kept); a running job cancelled from another instance sees its token fire
-/// within a second, and is neither retried nor dead.
+/// dead letters are kept); a job running in another process (in this one where the backend
+/// lives in it), cancelled from here, sees its token fire within a second, and is neither
+/// retried nor dead.
 pub async fn cancelling_stops_waiting_and_running_jobs<H: Harness>(h: &H, queue: &str) -> Outcome {
+    if serve_as_copy(h, queue, cancellable_worker).await {
+        return Outcome::Passed;
+    }
     let driver = open(h, queue).await;
     if driver.controls().is_none() {
         return Outcome::lacks_facet("controls");
@@ -482,48 +499,20 @@ pub async fn cancelling_stops_waiting_and_running_jobs<H: Harness>(h: &H, queue:
         .await
         .expect("a cancellation");
 
-    let handled: Arc<Mutex<Vec<String>>> = Arc::default();
-    let long_runs = Arc::new(AtomicUsize::new(0));
-    let fired: Arc<Mutex<Option<Instant>>> = Arc::default();
-    let mut dispatcher = Dispatcher::new(open(h, queue).await).concurrency(2);
-    let record = handled.clone();
-    dispatcher.register_handler(
-        "plain",
-        handler_fn(move |m: Message| {
-            let record = record.clone();
-            async move {
-                record.lock().unwrap().push(m.id().to_owned());
-                Ok(true)
-            }
-        }),
-    );
-    let (runs, seen) = (long_runs.clone(), fired.clone());
-    dispatcher.register_job(move |_: Long, ctx: JobContext| {
-        let (runs, seen) = (runs.clone(), seen.clone());
-        async move {
-            runs.fetch_add(1, Ordering::SeqCst);
-            tokio::select! {
-                () = ctx.cancelled() => {
-                    seen.lock().unwrap().get_or_insert(Instant::now());
-                    Err("stopped: cancelled")
-                }
-                () = tokio::time::sleep(Duration::from_secs(30)) => Ok(()),
-            }
-        }
-    });
-    let worker = start(dispatcher);
+    let (worker, notes) = Workers::start(h, queue, 1, cancellable_worker).await;
+    let notes = &notes;
+    let has = |line: String| move || notes.read().contains(&line);
     let after = Message::new("plain");
     emitter
         .emit(&after, DEFAULT_PRIORITY)
         .await
         .expect("an emit");
-    let id = after.id().to_owned();
     assert!(
-        wait_for(PATIENCE, || handled.lock().unwrap().contains(&id)).await,
+        wait_for(PATIENCE * 2, has(format!("handled {}", after.id()))).await,
         "the job after the cancelled one never ran"
     );
     assert!(
-        !handled.lock().unwrap().contains(&waiting.id().to_owned()),
+        !has(format!("handled {}", waiting.id()))(),
         "a cancelled job ran"
     );
     if let Some(dead) = emitter.driver().dead_letters() {
@@ -549,36 +538,39 @@ pub async fn cancelling_stops_waiting_and_running_jobs<H: Harness>(h: &H, queue:
         }
     }
 
+    let starts = || notes.read().iter().filter(|l| *l == "started").count();
+    let fired = || {
+        notes.read().iter().find_map(|l| {
+            l.strip_prefix("fired ")
+                .map(|at| at.parse::<u64>().expect("a time"))
+        })
+    };
     let long = Message::from_job(&Long {}).expect("a job");
     emitter
         .emit(&long, DEFAULT_PRIORITY)
         .await
         .expect("an emit");
     assert!(
-        wait_for(PATIENCE, || long_runs.load(Ordering::SeqCst) == 1).await,
+        wait_for(PATIENCE, || starts() == 1).await,
         "the long job never started"
     );
-    let asked = Instant::now();
+    let asked = micros_now();
     canceller
         .cancel(long.id(), "the suite")
         .await
         .expect("a cancellation");
     assert!(
-        wait_for(Duration::from_secs(5), || fired.lock().unwrap().is_some()).await,
+        wait_for(Duration::from_secs(5), || fired().is_some()).await,
         "the running job's token never fired"
     );
-    let took = fired.lock().unwrap().expect("fired") - asked;
+    let took = Duration::from_micros(fired().expect("fired").saturating_sub(asked));
     assert!(
         took <= Duration::from_millis(1200),
         "the token fired {took:?} after the request"
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
     worker.stop().await;
-    assert_eq!(
-        long_runs.load(Ordering::SeqCst),
-        1,
-        "a cancelled run is not retried"
-    );
+    assert_eq!(starts(), 1, "a cancelled run is not retried");
     if let Some(dead) = emitter.driver().dead_letters() {
         let letters = dead
             .list(DEFAULT_PRIORITY, 100)

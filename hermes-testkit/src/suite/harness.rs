@@ -91,6 +91,16 @@ pub trait Harness: Send + Sync + 'static {
     async fn cleanup(&self, queue: &str) {
         let _ = queue;
     }
+
+    /// What another process needs in its environment to build a harness on the same backend
+    /// as this one, when the test binary starts copies of itself to run a scenario's workers
+    /// in processes of their own (an empty list when the harness builds the same wherever
+    /// it is made: a server at a fixed address, say). `None`, the default, when another
+    /// process cannot reach this harness's backend (it lives in this process): those
+    /// scenarios then run their workers in this process.
+    fn environment_of_copies(&self) -> Option<Vec<(String, String)>> {
+        None
+    }
 }
 
 /// Runs another harness's driver as `Arc<dyn Driver>`, to prove the suite passes through
@@ -144,6 +154,10 @@ macro_rules! harness_around {
 
             async fn pull_raw(&self, queue: &str) -> Result<Option<Vec<u8>>, Error> {
                 self.0.pull_raw(queue).await
+            }
+
+            fn environment_of_copies(&self) -> Option<Vec<(String, String)>> {
+                self.0.environment_of_copies()
             }
 
             fn carries_raw(&self, bytes: &[u8]) -> bool {

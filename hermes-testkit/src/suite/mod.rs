@@ -27,6 +27,7 @@ mod inspection;
 mod jobs;
 mod payloads;
 mod priorities;
+mod processes;
 mod raw_fuzz;
 mod serializers;
 mod store;
@@ -144,6 +145,9 @@ pub fn run_with_strictness<H, F, Fut>(
     F: FnOnce(Arc<H>, String) -> Fut,
     Fut: Future<Output = Outcome>,
 {
+    // The test's name (libtest names the thread of each test after it), for scenarios that
+    // run their workers in copies of this test.
+    let test = std::thread::current().name().map(str::to_owned);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -154,12 +158,16 @@ pub fn run_with_strictness<H, F, Fut>(
         if !available_or_skip(strict, name, harness.available().await) {
             return;
         }
-        let queue = unique_queue_name(name);
-        let outcome =
-            tokio::time::timeout(SCENARIO_TIMEOUT, scenario(harness.clone(), queue.clone()))
-                .await
-                .unwrap_or_else(|_| panic!("{name}: no result after {SCENARIO_TIMEOUT:?}"));
-        harness.cleanup(&queue).await;
+        // A copy started by a scenario serves that scenario's queue, which the scenario cleans.
+        let copy_of = processes::queue_of_this_copy();
+        let queue = copy_of.clone().unwrap_or_else(|| unique_queue_name(name));
+        let run = processes::within_test(test, scenario(harness.clone(), queue.clone()));
+        let outcome = tokio::time::timeout(SCENARIO_TIMEOUT, run)
+            .await
+            .unwrap_or_else(|_| panic!("{name}: no result after {SCENARIO_TIMEOUT:?}"));
+        if copy_of.is_none() {
+            harness.cleanup(&queue).await;
+        }
         if let Outcome::Skipped(reason) = outcome {
             eprintln!("{name}: skipped, {reason}");
         }

@@ -131,6 +131,12 @@ impl<H: Harness> Harness for SerializedHarness<H> {
     async fn cleanup(&self, queue: &str) {
         self.inner.cleanup(queue).await;
     }
+
+    /// `None`: a serializer may hold what another process cannot rebuild (a sealing key
+    /// generated here), so the workers stay in this process.
+    fn environment_of_copies(&self) -> Option<Vec<(String, String)>> {
+        None
+    }
 }
 
 /// A message sent through the driver is on the queue as the harness's serializer writes it

@@ -22,7 +22,9 @@ pub type OpenStore = Arc<
 pub struct StoreHarness<H>(pub H, pub OpenStore);
 
 impl<H> StoreHarness<H> {
-    /// `harness`'s drivers, with the stores `open_store` opens.
+    /// `harness`'s drivers, with the stores `open_store` opens. Scenarios run their workers in
+    /// processes of their own when `harness` allows it, so the store `open_store` opens must
+    /// then be one another process reaches too (a server, not memory).
     pub fn new<F, Fut, D>(harness: H, open_store: F) -> Self
     where
         F: Fn(String) -> Fut + Send + Sync + 'static,
