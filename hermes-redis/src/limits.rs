@@ -34,6 +34,24 @@ fn kind_and_period(bound: &Bound) -> (&'static str, String) {
     }
 }
 
+impl Core {
+    /// The admission an admission script answered: `index` 0 when admitted, else the 1-based
+    /// index of the full bound, with `wait` ms until a rate has room (-1 for slots).
+    fn admission(&self, bounds: &[Bound], index: i64, wait: i64) -> Result<Admission, Error> {
+        if index == 0 {
+            return Ok(Admission::Admitted);
+        }
+        let bound = usize::try_from(index - 1)
+            .ok()
+            .and_then(|i| bounds.get(i))
+            .ok_or_else(|| self.reply_error("the admission script"))?;
+        Ok(Admission::Refused {
+            name: bound.name().to_owned(),
+            retry_after: u64::try_from(wait).ok().map(Duration::from_millis),
+        })
+    }
+}
+
 #[async_trait]
 impl LimitStore for Core {
     async fn admit(
@@ -61,17 +79,48 @@ impl LimitStore for Core {
         let (Some(index), Some(wait)) = (index.as_int(), wait.as_int()) else {
             return Err(self.reply_error("the admission script"));
         };
-        if index == 0 {
-            return Ok(Admission::Admitted);
+        self.admission(bounds, index, wait)
+    }
+
+    async fn admit_starts(
+        &self,
+        holder: &str,
+        bounds: &[Bound],
+        want: u32,
+        within: Duration,
+    ) -> Result<(Admission, u32), Error> {
+        if bounds.is_empty() {
+            return Ok((Admission::Admitted, want.max(1)));
         }
-        let bound = usize::try_from(index - 1)
-            .ok()
-            .and_then(|i| bounds.get(i))
-            .ok_or_else(|| self.reply_error("the admission script"))?;
-        Ok(Admission::Refused {
-            name: bound.name().to_owned(),
-            retry_after: u64::try_from(wait).ok().map(Duration::from_millis),
-        })
+        let keys: Vec<String> = bounds.iter().map(|b| self.limit_key(b.name())).collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let mut args: Vec<String> =
+            vec![holder.to_owned(), want.max(1).to_string(), millis(within)];
+        for bound in bounds {
+            let Some(period) = bound.period() else {
+                return Err(Error::Config {
+                    driver: self.name(),
+                    message: format!(
+                        "admit_starts takes rates alone, {} is not one",
+                        bound.name()
+                    ),
+                });
+            };
+            args.extend([bound.max().to_string(), millis(period)]);
+        }
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        let reply = self.client.eval(Script::AdmitStarts, &keys, &args).await?;
+        let items = reply.into_items();
+        let [index, wait, recorded] = &items[..] else {
+            return Err(self.reply_error("the admission script"));
+        };
+        let (Some(index), Some(wait), Some(recorded)) =
+            (index.as_int(), wait.as_int(), recorded.as_int())
+        else {
+            return Err(self.reply_error("the admission script"));
+        };
+        let admission = self.admission(bounds, index, wait)?;
+        Ok((admission, u32::try_from(recorded).unwrap_or(0)))
     }
 
     async fn renew(&self, holder: &str, names: &[String], lease: Duration) -> Result<bool, Error> {

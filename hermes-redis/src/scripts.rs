@@ -34,6 +34,8 @@ pub enum Script {
     ReleaseUnique,
     /// Take a slot of every concurrency bound and record a start in every rate, or nothing.
     Admit,
+    /// Record a batch of starts in every rate, or none.
+    AdmitStarts,
     /// Move the end of a holder's slots forward.
     RenewSlots,
     /// How much of a bound is in use.
@@ -46,7 +48,7 @@ pub enum Script {
 
 impl Script {
     /// Every script.
-    pub const ALL: [Script; 19] = [
+    pub const ALL: [Script; 20] = [
         Script::Claim,
         Script::Schedule,
         Script::Nack,
@@ -62,6 +64,7 @@ impl Script {
         Script::SendUnique,
         Script::ReleaseUnique,
         Script::Admit,
+        Script::AdmitStarts,
         Script::RenewSlots,
         Script::LimitUsage,
         Script::Cancel,
@@ -86,6 +89,7 @@ impl Script {
             Script::SendUnique => SEND_UNIQUE,
             Script::ReleaseUnique => RELEASE_UNIQUE,
             Script::Admit => ADMIT,
+            Script::AdmitStarts => ADMIT_STARTS,
             Script::RenewSlots => RENEW_SLOTS,
             Script::LimitUsage => LIMIT_USAGE,
             Script::Cancel => CANCEL,
@@ -572,10 +576,52 @@ for i = 1, #KEYS do
     if redis.call('PTTL', KEYS[i]) < lease then redis.call('PEXPIRE', KEYS[i], lease) end
   else
     redis.call('ZADD', KEYS[i], now, holder)
-    redis.call('PEXPIRE', KEYS[i], period)
+    if redis.call('PTTL', KEYS[i]) < period then redis.call('PEXPIRE', KEYS[i], period) end
   end
 end
 return {0, 0}
+"
+);
+
+/// KEYS: one per rate: a sorted set of starts (members scored by their time, in milliseconds
+/// of the server's clock). ARGV: 1 the holder, 2 the most starts wanted, 3 the time in ms they
+/// are used within, then per rate its maximum and its period in ms.
+/// Returns `{0, 0, n}` when every rate had room: `n` starts recorded (`<holder>#<i>`), as many
+/// as half the room of the fullest rate, up to the number wanted, at least 1; scored now when
+/// there is one, else at the end of the time they are used within, so each counts for a whole
+/// period after its run begins. Else `{i, ms, 0}` for the first full rate `i`, `ms` until a
+/// start leaves its window.
+const ADMIT_STARTS: &str = concat!(
+    server_now!(),
+    r"
+local holder = ARGV[1]
+local n = tonumber(ARGV[2])
+local within = tonumber(ARGV[3])
+for i = 1, #KEYS do
+  local max, period = tonumber(ARGV[2 + 2 * i]), tonumber(ARGV[3 + 2 * i])
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - period)
+  local count = redis.call('ZCARD', KEYS[i])
+  if count >= max then
+    local leaving = redis.call('ZRANGE', KEYS[i], count - max, count - max, 'WITHSCORES')
+    return {i, tonumber(leaving[2]) + period - now, 0}
+  end
+  n = math.min(n, math.max(1, math.floor((max - count) / 2)))
+end
+local at = now
+if n > 1 then at = now + within end
+local entries = {}
+for j = 1, n do
+  entries[2 * j - 1] = at
+  entries[2 * j] = holder .. '#' .. j
+end
+for i = 1, #KEYS do
+  local period = tonumber(ARGV[3 + 2 * i])
+  redis.call('ZADD', KEYS[i], unpack(entries))
+  if redis.call('PTTL', KEYS[i]) < at - now + period then
+    redis.call('PEXPIRE', KEYS[i], at - now + period)
+  end
+end
+return {0, 0, n}
 "
 );
 

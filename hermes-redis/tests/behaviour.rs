@@ -7,6 +7,7 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
 use common::{Setup, cmd, redis_url};
+use hermes_core::flow::{Admission, Bound, Rate};
 use hermes_core::{
     DEFAULT_PRIORITY, Dispatcher, Driver, Emitter, JsonSerializer, Message, Serializer, Shutdown,
 };
@@ -317,4 +318,57 @@ async fn the_serializer_given_is_used() {
         hermes_testkit::check_serializer_is_used(&plain, &tagged).await;
         cleanup(&queue).await;
     }
+}
+
+/// A rate with ample room records starts ahead in a batch, scored at the end of the time they
+/// are used within, so each counts for a whole period after its run begins; near the rate's
+/// number it records one at a time, scored now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_with_room_records_starts_ahead_in_a_batch() {
+    both(async |setup, queue| {
+        let driver = setup.connect(setup.options(&queue)).await.unwrap();
+        let store = driver.limits().expect("the limits facet");
+        let rate = Bound::Starts {
+            name: format!("{queue}-fast"),
+            rate: Rate::new(100, Duration::from_secs(10)),
+        };
+        let within = Duration::from_secs(3);
+        let (admission, recorded) = store
+            .admit_starts("a", std::slice::from_ref(&rate), 16, within)
+            .await
+            .unwrap();
+        assert_eq!((admission, recorded), (Admission::Admitted, 16));
+        let key = setup.key(&queue, &format!("{queue}_limit:{queue}-fast"));
+        let now_ms = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as f64;
+        let scores: Vec<(String, f64)> = setup
+            .cmd(&[b"ZRANGE", key.as_bytes(), b"0", b"-1", b"WITHSCORES"])
+            .await;
+        let scores: Vec<f64> = scores.into_iter().map(|(_, score)| score).collect();
+        assert_eq!(scores.len(), 16);
+        for score in scores {
+            assert!(
+                score > now_ms + 2_000.0 && score < now_ms + 4_000.0,
+                "a start recorded ahead is scored {} ms from now",
+                score - now_ms
+            );
+        }
+        let ttl: i64 = setup.cmd(&[b"PTTL", key.as_bytes()]).await;
+        assert!(ttl > 12_000, "the rate's key lives {ttl} ms");
+
+        let tight = Bound::Starts {
+            name: format!("{queue}-tight"),
+            rate: Rate::new(3, Duration::from_secs(10)),
+        };
+        let (_, recorded) = store
+            .admit_starts("b", std::slice::from_ref(&tight), 16, within)
+            .await
+            .unwrap();
+        assert_eq!(recorded, 1, "half of a room of 3 is one start");
+        let tight_key = setup.key(&queue, &format!("{queue}_limit:{queue}-tight"));
+        cmd::<i64>(&[b"DEL", key.as_bytes(), tight_key.as_bytes()]).await;
+    })
+    .await;
 }

@@ -60,6 +60,8 @@ enum Fault {
     LimitsPerProcess,
     /// Slots are taken for a day, whatever the lease.
     SlotsNeverExpire,
+    /// `admit_starts` says it recorded every start asked for, whatever it recorded.
+    StartsAheadMiscounted,
     /// Each instance keeps its own pauses and cancellations.
     ControlsPerProcess,
 }
@@ -211,6 +213,22 @@ impl LimitStore for Faulty {
             lease
         };
         self.limit_store().admit(holder, bounds, lease).await
+    }
+    async fn admit_starts(
+        &self,
+        holder: &str,
+        bounds: &[Bound],
+        want: u32,
+        within: Duration,
+    ) -> Result<(Admission, u32), Error> {
+        let (admission, recorded) = self
+            .limit_store()
+            .admit_starts(holder, bounds, want, within)
+            .await?;
+        if self.fault == Fault::StartsAheadMiscounted && admission == Admission::Admitted {
+            return Ok((admission, want));
+        }
+        Ok((admission, recorded))
     }
     async fn renew(&self, holder: &str, names: &[String], lease: Duration) -> Result<bool, Error> {
         self.limit_store().renew(holder, names, lease).await
@@ -602,9 +620,19 @@ must_fail!(
     a_rate_holds_in_every_window
 );
 must_fail!(
+    fast_rates_kept_per_process_fail,
+    Fault::LimitsPerProcess,
+    a_fast_rate_holds_in_every_window
+);
+must_fail!(
     slots_that_never_expire_fail,
     Fault::SlotsNeverExpire,
     a_dead_holders_slot_frees_after_its_lease
+);
+must_fail!(
+    miscounted_starts_ahead_fail,
+    Fault::StartsAheadMiscounted,
+    starts_recorded_ahead_fill_a_rate_exactly
 );
 must_fail!(
     snoozes_run_at_once_fail,

@@ -11,6 +11,7 @@ mod report;
 mod run;
 mod runner;
 mod slot_cache;
+mod start_cache;
 mod worker;
 
 use std::fmt;
@@ -231,6 +232,7 @@ impl Dispatcher {
             waits: limits::Waits::default(),
             controls: controls::ControlState::default(),
             slot_cache: slot_cache::SlotCache::default(),
+            start_cache: start_cache::StartCache::default(),
         });
         let slot_keeper = (!self.limits.is_empty()).then(|| {
             let ctx = ctx.clone();

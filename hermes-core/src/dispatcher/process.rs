@@ -14,6 +14,7 @@ use super::controls::ControlState;
 use super::limits::{LimitRules, Waits};
 use super::run::{Env, HandlerMap, run_handlers};
 use super::slot_cache::{SlotCache, Slots};
+use super::start_cache::StartCache;
 use crate::context::Claim;
 use crate::driver::Delivery;
 use crate::flow::{Admission, Bound, Cancellation};
@@ -52,6 +53,8 @@ pub(super) struct Context {
     pub(super) controls: ControlState,
     /// Slots of concurrency limits kept a moment after their run.
     pub(super) slot_cache: SlotCache,
+    /// Starts of rates recorded ahead, not used yet.
+    pub(super) start_cache: StartCache,
 }
 
 /// What became of a delivery.
@@ -151,12 +154,28 @@ async fn process_in_span(ctx: &Context, delivery: Delivery, span: &tracing::Span
     } else {
         None
     };
+    // Bounds of rates alone can use a start this process recorded ahead.
+    let only_starts =
+        !bounds.is_empty() && bounds.iter().all(|b| matches!(b, Bound::Starts { .. }));
     let slots = match ctx.driver.limits() {
         _ if kept.is_some() => kept,
+        _ if only_starts && ctx.start_cache.take(&bounds) => None,
         Some(store) if !bounds.is_empty() => {
             let holder = format!("{}/{}", message.id(), uuid::Uuid::new_v4().simple());
             let asked = Instant::now();
-            match store.admit(&holder, &bounds, lease).await {
+            let admission = if only_starts {
+                let ask = ctx.start_cache.ask(&bounds);
+                store
+                    .admit_starts(&holder, &bounds, ask.want, ask.within)
+                    .await
+                    .map(|(admission, recorded)| {
+                        ask.recorded(recorded, asked + ask.within);
+                        admission
+                    })
+            } else {
+                store.admit(&holder, &bounds, lease).await
+            };
+            match admission {
                 Ok(Admission::Admitted) => {
                     ctx.waits.admitted(&bounds);
                     Some(Slots {

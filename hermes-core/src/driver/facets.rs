@@ -219,6 +219,39 @@ pub trait LimitStore: Send + Sync {
         lease: Duration,
     ) -> Result<Admission, Error>;
 
+    /// Records up to `want` starts of `holder` under every rate of `bounds` (rates alone), or
+    /// none, in one atomic step, for runs that all begin within `within` of the call. Returns
+    /// the admission and how many starts it recorded: as many as every rate has ample room for,
+    /// up to `want`, and at least one when each has room for one; none when refused.
+    ///
+    /// When more than one is recorded, the backend must count each as made at the end of
+    /// `within` (on its clock, from when it ran the step), so that however the holder spreads
+    /// them over that time, no window of a rate's period holds more starts than it allows.
+    /// The starts are recorded under names of the holder's (`<holder>#<n>`, say), as
+    /// [`usage`](Self::usage) counts them.
+    ///
+    /// The default records one start through [`admit`](Self::admit): correct on any store, one
+    /// call per start.
+    ///
+    /// # Errors
+    /// Connection errors; nothing is recorded then.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may or may not have recorded the starts; those recorded count
+    /// against their rates.
+    async fn admit_starts(
+        &self,
+        holder: &str,
+        bounds: &[Bound],
+        want: u32,
+        within: Duration,
+    ) -> Result<(Admission, u32), Error> {
+        let _ = want;
+        let admission = self.admit(holder, bounds, within).await?;
+        let recorded = u32::from(admission == Admission::Admitted);
+        Ok((admission, recorded))
+    }
+
     /// Keeps the slots `holder` still holds of the bounds called `names` for `lease` from now;
     /// returns whether it held every one of them (a slot whose lease ended, or that was given
     /// up, is not taken again: its holder must not count on it).

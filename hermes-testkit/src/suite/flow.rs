@@ -117,11 +117,24 @@ pub async fn a_concurrency_limit_holds_across_workers<H: Harness>(h: &H, queue: 
 /// 100 ms for the time from an admission to its handler's first line, longer on a loaded
 /// machine; a rate kept per process would let 30 in).
 pub async fn a_rate_holds_in_every_window<H: Harness>(h: &H, queue: &str) -> Outcome {
+    rate_holds(h, queue, Rate::per_second(10), scaled(h, 200)).await
+}
+
+/// 800 jobs under a rate of 200 per 500 ms, on three workers of eight, where workers record
+/// starts ahead in batches: every job runs, and no window of 450 ms holds more than 200 starts
+/// (measured by the handlers).
+pub async fn a_fast_rate_holds_in_every_window<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let rate = Rate::new(200, Duration::from_millis(500));
+    rate_holds(h, queue, rate, scaled(h, 800)).await
+}
+
+/// `n` jobs under `rate` on three workers of eight: every job runs, and no window of the
+/// rate's period less 10% holds more than the rate's number of starts.
+async fn rate_holds<H: Harness>(h: &H, queue: &str, rate: Rate, n: usize) -> Outcome {
     let first = open(h, queue).await;
     if first.limits().is_none() {
         return Outcome::lacks_facet("limits");
     }
-    let n = scaled(h, 200);
     let emitter = Emitter::new(first);
     let messages: Vec<Message> = (0..n).map(|i| message("rated", i)).collect();
     emitter
@@ -133,7 +146,7 @@ pub async fn a_rate_holds_in_every_window<H: Harness>(h: &H, queue: &str) -> Out
     for _ in 0..3 {
         let mut dispatcher = Dispatcher::new(open(h, queue).await).concurrency(8);
         dispatcher
-            .limit("rated", Limits::new().rate(Rate::per_second(10)))
+            .limit("rated", Limits::new().rate(rate))
             .expect("the rate");
         let starts = starts.clone();
         dispatcher.register_handler(
@@ -159,17 +172,74 @@ pub async fn a_rate_holds_in_every_window<H: Harness>(h: &H, queue: &str) -> Out
     assert!(all, "{} of {n} jobs started within 90 s", starts.len());
     assert_eq!(starts.len(), n, "a job ran twice");
     starts.sort();
-    let window = Duration::from_millis(900);
+    let window = rate.period().mul_f64(0.9);
+    let most = rate.max() as usize;
     for (i, from) in starts.iter().enumerate() {
         let within = starts[i..]
             .iter()
             .take_while(|t| **t - *from < window)
             .count();
         assert!(
-            within <= 10,
+            within <= most,
             "{within} starts within {window:?} of start #{i}, more than the rate allows"
         );
     }
+    Outcome::Passed
+}
+
+/// Starts recorded ahead in batches ([`LimitStore::admit_starts`]) fill a rate exactly: the
+/// batches asked for until a refusal add up to the rate (never more, never a batch over the
+/// number asked for), [`usage`](LimitStore::usage) counts each start, and the refusal names
+/// when the rate has room; under two rates the tighter one decides.
+pub async fn starts_recorded_ahead_fill_a_rate_exactly<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver = open(h, queue).await;
+    let Some(store) = driver.limits() else {
+        return Outcome::lacks_facet("limits");
+    };
+    let period = Duration::from_secs(2);
+    let within = Duration::from_millis(50);
+    let rate = |name: &str, max: u32| Bound::Starts {
+        name: format!("{queue}-{name}"),
+        rate: Rate::new(max, period),
+    };
+    let fill = |bounds: Vec<Bound>| async move {
+        let mut recorded = 0;
+        for call in 0..200 {
+            let (admission, n) = store
+                .admit_starts(&format!("h{call}"), &bounds, 10, within)
+                .await
+                .expect("an admission");
+            match admission {
+                Admission::Admitted => {
+                    assert!((1..=10).contains(&n), "{n} starts recorded, 1 to 10 asked");
+                    recorded += n;
+                }
+                Admission::Refused { retry_after, .. } => {
+                    assert_eq!(n, 0, "a refusal recorded starts");
+                    let after = retry_after.expect("a full rate says when it has room");
+                    assert!(after <= period + within, "room again in {after:?}");
+                    return recorded;
+                }
+                other => panic!("an admission: {other:?}"),
+            }
+        }
+        panic!("a rate never filled");
+    };
+    let wide = rate("wide", 100);
+    assert_eq!(
+        fill(vec![wide.clone()]).await,
+        100,
+        "starts under a rate of 100"
+    );
+    assert_eq!(store.usage(&wide).await.expect("the usage"), 100);
+    let (loose, tight) = (rate("loose", 100), rate("tight", 7));
+    assert_eq!(
+        fill(vec![loose.clone(), tight.clone()]).await,
+        7,
+        "starts under rates of 100 and 7"
+    );
+    assert_eq!(store.usage(&tight).await.expect("the usage"), 7);
+    assert_eq!(store.usage(&loose).await.expect("the usage"), 7);
     Outcome::Passed
 }
 

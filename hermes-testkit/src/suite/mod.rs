@@ -243,6 +243,8 @@ macro_rules! conformance_suite {
             a_wrapper_keeps_every_facet,
             a_concurrency_limit_holds_across_workers,
             a_rate_holds_in_every_window,
+            a_fast_rate_holds_in_every_window,
+            starts_recorded_ahead_fill_a_rate_exactly,
             a_dead_holders_slot_frees_after_its_lease,
             a_snoozed_job_runs_again_with_its_retries,
             pausing_stops_new_starts_and_resuming_restarts_them,
