@@ -187,10 +187,11 @@ async fn rate_holds<H: Harness>(h: &H, queue: &str, rate: Rate, n: usize) -> Out
     Outcome::Passed
 }
 
-/// Starts recorded ahead in batches ([`LimitStore::admit_starts`]) fill a rate exactly: the
+/// Starts recorded ahead in batches
+/// ([`admit_starts`](hermes_core::driver::LimitStore::admit_starts)) fill a rate exactly: the
 /// batches asked for until a refusal add up to the rate (never more, never a batch over the
-/// number asked for), [`usage`](LimitStore::usage) counts each start, and the refusal names
-/// when the rate has room; under two rates the tighter one decides.
+/// number asked for), [`usage`](hermes_core::driver::LimitStore::usage) counts each start, and
+/// the refusal names when the rate has room; under two rates the tighter one decides.
 pub async fn starts_recorded_ahead_fill_a_rate_exactly<H: Harness>(h: &H, queue: &str) -> Outcome {
     let driver = open(h, queue).await;
     let Some(store) = driver.limits() else {
