@@ -620,8 +620,8 @@ must_fail!(
     a_rate_holds_in_every_window
 );
 must_fail!(
-    fast_rates_kept_per_process_fail,
-    Fault::LimitsPerProcess,
+    fast_rates_with_miscounted_starts_ahead_fail,
+    Fault::StartsAheadMiscounted,
     a_fast_rate_holds_in_every_window
 );
 must_fail!(
