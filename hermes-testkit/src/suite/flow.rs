@@ -121,15 +121,15 @@ pub async fn a_rate_holds_in_every_window<H: Harness>(h: &H, queue: &str) -> Out
 }
 
 /// 800 jobs under a rate of 200 per 500 ms, on three workers of eight, where workers record
-/// starts ahead in batches: every job runs, and no window of 450 ms holds more than 200 starts
-/// (measured by the handlers).
+/// starts ahead in batches: every job runs, and no window of 400 ms holds more than 200 starts
+/// (measured by the handlers, with the same margin of 100 ms).
 pub async fn a_fast_rate_holds_in_every_window<H: Harness>(h: &H, queue: &str) -> Outcome {
     let rate = Rate::new(200, Duration::from_millis(500));
     rate_holds(h, queue, rate, scaled(h, 800)).await
 }
 
 /// `n` jobs under `rate` on three workers of eight: every job runs, and no window of the
-/// rate's period less 10% holds more than the rate's number of starts.
+/// rate's period less 100 ms holds more than the rate's number of starts.
 async fn rate_holds<H: Harness>(h: &H, queue: &str, rate: Rate, n: usize) -> Outcome {
     let first = open(h, queue).await;
     if first.limits().is_none() {
@@ -172,7 +172,7 @@ async fn rate_holds<H: Harness>(h: &H, queue: &str, rate: Rate, n: usize) -> Out
     assert!(all, "{} of {n} jobs started within 90 s", starts.len());
     assert_eq!(starts.len(), n, "a job ran twice");
     starts.sort();
-    let window = rate.period().mul_f64(0.9);
+    let window = rate.period() - Duration::from_millis(100);
     let most = rate.max() as usize;
     for (i, from) in starts.iter().enumerate() {
         let within = starts[i..]
