@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::driver::Delivery;
 use crate::time::from_unix;
+use crate::tracking::Tracker;
 use crate::{Driver, Error, Message, Priority};
 
 /// The message a typed handler runs, and its signals: handed to every
@@ -48,6 +49,8 @@ struct Inner {
     time_limit: Option<Duration>,
     token: CancellationToken,
     claim: Option<Claim>,
+    group: Option<String>,
+    tracker: Option<Arc<Tracker>>,
 }
 
 /// The delivery a handler runs, for extending its claim.
@@ -95,8 +98,18 @@ impl JobContext {
                 time_limit,
                 token,
                 claim,
+                group: message.group().map(str::to_owned),
+                tracker: None,
             }),
         }
+    }
+
+    /// This context, reporting progress to `tracker`.
+    pub(crate) fn with_tracker(mut self, tracker: Option<Arc<Tracker>>) -> JobContext {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.tracker = tracker;
+        }
+        self
     }
 
     /// A context for a handler run outside a dispatcher (in a test, say): `message` at
@@ -167,6 +180,31 @@ impl JobContext {
     /// Safe to drop and call again.
     pub async fn cancelled(&self) {
         self.inner.token.cancelled().await;
+    }
+
+    /// The batch or workflow the job belongs to (a batch's callbacks too): its id, for
+    /// [`Emitter::add_to_batch`](crate::Emitter::add_to_batch) or
+    /// [`Emitter::batch_status`](crate::Emitter::batch_status).
+    pub fn group(&self) -> Option<&str> {
+        self.inner.group.as_deref()
+    }
+
+    /// Reports how far the job is, from 0 to 100 (more counts as 100), with an optional note
+    /// of what it is doing (cut at [`MAX_NOTE_LEN`](crate::tracking::MAX_NOTE_LEN) bytes): kept
+    /// in the job's record, where [`Emitter::status`](crate::Emitter::status) reads it at once.
+    /// Each call is one write to the backend; nothing happens outside a worker or on a
+    /// backend that keeps no records.
+    ///
+    /// # Errors
+    /// The backend's, when the write failed; the job goes on regardless.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may or may not have recorded it.
+    pub async fn progress(&self, percent: u8, note: Option<&str>) -> Result<(), Error> {
+        match &self.inner.tracker {
+            Some(tracker) => tracker.progress(percent, note).await,
+            None => Ok(()),
+        }
     }
 
     /// Keeps the message claimed for at least `by` from now, and from then on renews its claim

@@ -123,6 +123,16 @@ pub enum Error {
     #[error("invalid schedule: {0}")]
     InvalidSchedule(String),
 
+    /// A batch, chain or workflow cannot be built or changed as asked: a cycle, a step named
+    /// twice or not at all, a batch that is finished and takes no more jobs.
+    #[error("{0}")]
+    Group(String),
+
+    /// A job's result cannot be kept or read as asked: larger than the bound, not of the type
+    /// asked for (the path in the result is named, never its values).
+    #[error("{0}")]
+    InvalidResult(String),
+
     /// A driver was asked for something it cannot do.
     #[error("{driver} driver does not support {what}")]
     Unsupported {

@@ -12,7 +12,8 @@ use crate::{BoxError, Job, JobContext};
 /// state (a database pool, a client). Register it with
 /// [`Dispatcher::register_job_handler`](crate::Dispatcher::register_job_handler).
 ///
-/// `Ok(())` means done. An `Err` is logged as `Handler <name> throws exception - <error>` and
+/// `Ok(output)` means done; the output is the job's result, kept by id where the backend keeps
+/// results (see [`tracking`](crate::tracking)); `()` keeps none. An `Err` is logged as `Handler <name> throws exception - <error>` and
 /// the message is retried by [`Job::retry_policy`]. A payload that does not fit `J` never
 /// reaches the handler: that run fails for good, without retry, since it cannot succeed.
 ///
@@ -29,6 +30,7 @@ use crate::{BoxError, Job, JobContext};
 ///
 /// #[async_trait]
 /// impl JobHandler<SendEmail> for Mailer {
+///     type Output = ();
 ///     type Error = std::io::Error;
 ///
 ///     async fn handle(&self, job: SendEmail, _ctx: JobContext) -> Result<(), Self::Error> {
@@ -42,6 +44,9 @@ use crate::{BoxError, Job, JobContext};
 /// ```
 #[async_trait]
 pub trait JobHandler<J: Job>: Send + Sync + 'static {
+    /// What a run returns: the job's result, any serde type (`()` for none).
+    type Output: serde::Serialize + Send + 'static;
+
     /// The error a failed run returns: any `std::error::Error`, `anyhow::Error`, a `String` or a
     /// `&'static str`.
     type Error: Into<BoxError>;
@@ -52,7 +57,7 @@ pub trait JobHandler<J: Job>: Send + Sync + 'static {
     /// The future is dropped when the handler outlasts its time limit by a short grace, or a
     /// graceful shutdown by its grace period; the message then runs again. The context's
     /// cancellation token fires first, so the handler can stop at a safe point.
-    async fn handle(&self, job: J, ctx: JobContext) -> Result<(), Self::Error>;
+    async fn handle(&self, job: J, ctx: JobContext) -> Result<Self::Output, Self::Error>;
 
     /// The name in log lines; the type name by default.
     fn name(&self) -> Cow<'static, str> {
@@ -62,9 +67,10 @@ pub trait JobHandler<J: Job>: Send + Sync + 'static {
 
 #[async_trait]
 impl<J: Job, H: JobHandler<J>> JobHandler<J> for Arc<H> {
+    type Output = H::Output;
     type Error = H::Error;
 
-    async fn handle(&self, job: J, ctx: JobContext) -> Result<(), Self::Error> {
+    async fn handle(&self, job: J, ctx: JobContext) -> Result<Self::Output, Self::Error> {
         (**self).handle(job, ctx).await
     }
 
@@ -78,16 +84,18 @@ impl<J: Job, H: JobHandler<J>> JobHandler<J> for Arc<H> {
 pub(crate) struct JobFn<F>(pub(crate) F);
 
 #[async_trait]
-impl<J, F, Fut, E> JobHandler<J> for JobFn<F>
+impl<J, F, Fut, R, E> JobHandler<J> for JobFn<F>
 where
     J: Job,
     F: Fn(J, JobContext) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<(), E>> + Send + 'static,
+    Fut: Future<Output = Result<R, E>> + Send + 'static,
+    R: serde::Serialize + Send + 'static,
     E: Into<BoxError> + 'static,
 {
+    type Output = R;
     type Error = E;
 
-    async fn handle(&self, job: J, ctx: JobContext) -> Result<(), E> {
+    async fn handle(&self, job: J, ctx: JobContext) -> Result<R, E> {
         (self.0)(job, ctx).await
     }
 

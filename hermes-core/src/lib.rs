@@ -69,6 +69,7 @@ mod shutdown;
 pub mod telemetry;
 pub mod time;
 mod traceparent;
+pub mod tracking;
 pub mod unique;
 pub mod workers;
 

@@ -54,6 +54,7 @@ pub struct Message {
     traceparent: Option<String>,
     unique_key: Option<String>,
     limit_key: Option<String>,
+    group: Option<String>,
 }
 
 impl Message {
@@ -69,6 +70,7 @@ impl Message {
             traceparent: None,
             unique_key: None,
             limit_key: None,
+            group: None,
         }
     }
 
@@ -188,6 +190,7 @@ impl Message {
             traceparent: self.traceparent.clone(),
             unique_key: self.unique_key.clone(),
             limit_key: self.limit_key.clone(),
+            group: self.group.clone(),
         }
     }
 
@@ -255,6 +258,22 @@ impl Message {
         }
     }
 
+    /// The batch or workflow this message is a member of: the dispatcher settles it there
+    /// when it is done for good (see [`tracking`](crate::tracking)). Retry copies keep it.
+    pub fn group(&self) -> Option<&str> {
+        self.group.as_deref()
+    }
+
+    /// This message as a member of `group`.
+    pub(crate) fn with_group(self, group: Option<String>) -> Message {
+        Message { group, ..self }
+    }
+
+    /// This message with the id `id`.
+    pub(crate) fn with_id(self, id: String) -> Message {
+        Message { id, ..self }
+    }
+
     /// Builds a message from decoded parts, applying Hermes' rules: an empty id becomes a fresh
     /// UUID, a payload that is not an object or array becomes `None`; and an invalid
     /// traceparent is dropped.
@@ -277,6 +296,7 @@ impl Message {
             traceparent: traceparent.filter(|t| crate::traceparent::is_valid(t)),
             unique_key: None,
             limit_key: None,
+            group: None,
         }
     }
 
@@ -307,6 +327,7 @@ impl std::fmt::Debug for Message {
             .field("traceparent", &self.traceparent)
             .field("unique_key", &self.unique_key)
             .field("limit_key", &self.limit_key)
+            .field("group", &self.group)
             .finish()
     }
 }

@@ -60,9 +60,13 @@ impl Serializer for std::sync::Arc<dyn Serializer> {
 /// decoder ignores it too. On decoding, a `unique_key` that is not a string
 /// [`Unique::check`](crate::Unique::check) would accept (not empty, not too long) is ignored.
 ///
-/// A message with a [limit key](Message::limit_key) has it last (`,"limit_key":"…"`), for the
+/// A message with a [limit key](Message::limit_key) has it next (`,"limit_key":"…"`), for the
 /// worker's per-key limits; PHP's decoder ignores it. On decoding, one that is not a string of
 /// 1 to [`MAX_LIMIT_KEY_LEN`](crate::flow::MAX_LIMIT_KEY_LEN) bytes is ignored.
+///
+/// A member of a batch or a workflow names it after that (`,"group":"…"`), so the worker can
+/// settle it there; PHP's decoder ignores it. On decoding, one that is not a valid group id
+/// ([`tracking::check_group_id`](crate::tracking::check_group_id)) is ignored.
 ///
 /// ```
 /// use hermes_core::{JsonSerializer, Message, Serializer};
@@ -109,6 +113,10 @@ impl Serializer for JsonSerializer {
         if let Some(key) = message.limit_key() {
             out.extend_from_slice(b",\"limit_key\":");
             write_string(&mut out, key);
+        }
+        if let Some(group) = message.group() {
+            out.extend_from_slice(b",\"group\":");
+            write_string(&mut out, group);
         }
         out.extend_from_slice(b"}}");
         Ok(out)
@@ -160,6 +168,10 @@ impl Serializer for JsonSerializer {
             Some(Value::String(s)) if crate::flow::check_limit_key(&s).is_ok() => Some(s),
             _ => None,
         };
+        let group = match take(&mut fields, "group") {
+            Some(Value::String(s)) if crate::tracking::check_group_id(&s).is_ok() => Some(s),
+            _ => None,
+        };
         Ok(Message::from_parts(
             id,
             message_type,
@@ -170,7 +182,8 @@ impl Serializer for JsonSerializer {
             traceparent,
         )
         .with_unique_key(unique_key)
-        .with_limit_key(limit_key))
+        .with_limit_key(limit_key)
+        .with_group(group))
     }
 }
 

@@ -36,7 +36,7 @@ async fn a_message_whose_retries_run_out_is_kept_with_its_last_error() {
         .unwrap();
     let mut dispatcher = Dispatcher::new(driver.clone()).max_items(3);
     dispatcher.register_job(|_: Charge, ctx: JobContext| async move {
-        Err(format!("card declined on try {}", ctx.retries() + 1))
+        Err::<(), _>(format!("card declined on try {}", ctx.retries() + 1))
     });
     dispatcher.handle(&[]).await.unwrap();
 

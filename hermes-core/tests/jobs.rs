@@ -475,6 +475,7 @@ struct Counter {
 
 #[async_trait]
 impl JobHandler<Flaky> for Counter {
+    type Output = ();
     type Error = std::io::Error;
 
     async fn handle(&self, _job: Flaky, _ctx: JobContext) -> Result<(), Self::Error> {

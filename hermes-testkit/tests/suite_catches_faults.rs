@@ -5,11 +5,12 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use hermes_core::driver::{
-    Browse, Capabilities, Controls, DeadLetters, Delivery, Inspect, LimitStore, MemoryStore,
-    UniqueEmits, Workers, forward,
+    Browse, Capabilities, Controls, DeadLetters, Delivery, Inspect, JobStore, LimitStore,
+    MemoryStore, UniqueEmits, Workers, forward,
 };
 use hermes_core::flow::{Admission, Bound, Cancellation, PauseTarget};
 use hermes_core::inspect::{DeadLetter, DeadReason, Figure, QueueState, QueueStats, Replay};
+use hermes_core::tracking::{GroupSpec, GroupState, JobRecord, JobState, Settled, Tally};
 use hermes_core::workers::WorkerInfo;
 use hermes_core::{
     DEFAULT_PRIORITY, DecodeError, Driver, Emitted, Error, JsonSerializer, Message, Priority,
@@ -64,6 +65,18 @@ enum Fault {
     StartsAheadMiscounted,
     /// Each instance keeps its own pauses and cancellations.
     ControlsPerProcess,
+    /// Each instance keeps its own job records and groups.
+    JobsPerProcess,
+    /// Records are kept without their results.
+    DropsResults,
+    /// A record of a running job is not kept.
+    HidesRunning,
+    /// `settle` counts a member each time it is settled.
+    SettlesTwice,
+    /// `release` queues its message each time it is called.
+    ReleasesTwice,
+    /// `settle` keeps a member's outcome without its result.
+    DropsStepResults,
 }
 
 /// Hermes' JSON with `/` left unescaped.
@@ -86,9 +99,18 @@ struct Faulty {
     fault: Fault,
     local_keys: std::sync::Mutex<std::collections::HashSet<String>>,
     local_flow: MemoryStore,
+    local_jobs: MemoryDriver,
 }
 
 impl Faulty {
+    /// Where this instance keeps records and groups.
+    fn job_store(&self) -> &dyn JobStore {
+        match self.fault {
+            Fault::JobsPerProcess => &self.local_jobs,
+            _ => &self.inner,
+        }
+    }
+
     /// Where this instance keeps its limits.
     fn limit_store(&self) -> &dyn LimitStore {
         match self.fault {
@@ -196,6 +218,94 @@ impl Driver for Faulty {
     }
     fn controls(&self) -> Option<&dyn Controls> {
         Some(self)
+    }
+    fn jobs(&self) -> Option<&dyn JobStore> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl JobStore for Faulty {
+    async fn put(&self, record: &JobRecord, keep: Duration) -> Result<(), Error> {
+        match self.fault {
+            Fault::HidesRunning if record.state == JobState::Running => Ok(()),
+            Fault::DropsResults => {
+                let mut record = record.clone();
+                record.result = None;
+                self.job_store().put(&record, keep).await
+            }
+            _ => self.job_store().put(record, keep).await,
+        }
+    }
+    async fn get(&self, id: &str) -> Result<Option<JobRecord>, Error> {
+        self.job_store().get(id).await
+    }
+    async fn open(
+        &self,
+        spec: &GroupSpec,
+        members: &[String],
+        keep: Duration,
+    ) -> Result<(), Error> {
+        self.job_store().open(spec, members, keep).await
+    }
+    async fn join(&self, group: &str, members: &[String]) -> Result<(), Error> {
+        self.job_store().join(group, members).await
+    }
+    async fn settle(
+        &self,
+        group: &str,
+        member: &str,
+        outcome: &Settled,
+        record: Option<(&JobRecord, Duration)>,
+    ) -> Result<Option<(Tally, bool)>, Error> {
+        let mut record = record.map(|(r, keep)| (r.clone(), keep));
+        if self.fault == Fault::DropsResults
+            && let Some((record, _)) = &mut record
+        {
+            record.result = None;
+        }
+        let record = record.as_ref().map(|(r, keep)| (r, *keep));
+        let outcome = match (self.fault, outcome) {
+            (Fault::DropsStepResults, Settled::Succeeded { .. }) => {
+                &Settled::Succeeded { result: None }
+            }
+            _ => outcome,
+        };
+        let store = self.job_store();
+        let settled = store.settle(group, member, outcome, record).await?;
+        if self.fault != Fault::SettlesTwice {
+            return Ok(settled);
+        }
+        // Counted again under a name of its own: the member counts twice.
+        store.join(group, &[format!("{member}~again")]).await.ok();
+        store
+            .settle(group, &format!("{member}~again"), outcome, None)
+            .await
+    }
+    async fn release(
+        &self,
+        group: &str,
+        name: &str,
+        message: &Message,
+        priority: Priority,
+    ) -> Result<bool, Error> {
+        if self.fault == Fault::ReleasesTwice {
+            self.inner.send(message, priority).await?;
+            return Ok(true);
+        }
+        self.job_store()
+            .release(group, name, message, priority)
+            .await
+    }
+    async fn group(&self, group: &str) -> Result<Option<GroupState>, Error> {
+        self.job_store().group(group).await
+    }
+    async fn outcomes(
+        &self,
+        group: &str,
+        members: &[String],
+    ) -> Result<Vec<Option<Settled>>, Error> {
+        self.job_store().outcomes(group, members).await
     }
 }
 
@@ -417,6 +527,7 @@ impl Harness for FaultyHarness {
             fault: self.1,
             local_keys: std::sync::Mutex::default(),
             local_flow: MemoryStore::new(),
+            local_jobs: MemoryDriver::new(),
         })
     }
     async fn push_raw(&self, queue: &str, bytes: &[u8]) -> Result<(), Error> {
@@ -648,4 +759,44 @@ must_fail!(
     cancellations_kept_per_process_fail,
     Fault::ControlsPerProcess,
     cancelling_stops_waiting_and_running_jobs
+);
+must_fail!(
+    job_records_kept_per_process_fail,
+    Fault::JobsPerProcess,
+    results_round_trip_with_their_type
+);
+must_fail!(
+    dropped_results_fail,
+    Fault::DropsResults,
+    results_round_trip_with_their_type
+);
+must_fail!(
+    hidden_running_jobs_fail,
+    Fault::HidesRunning,
+    status_moves_through_its_states
+);
+must_fail!(
+    members_counted_twice_fail,
+    Fault::SettlesTwice,
+    a_batch_runs_its_success_callback_once_after_its_last_job
+);
+must_fail!(
+    members_counted_twice_fail_a_dead_batch,
+    Fault::SettlesTwice,
+    a_batch_with_a_dead_job_completes_without_success
+);
+must_fail!(
+    callbacks_released_twice_fail,
+    Fault::ReleasesTwice,
+    a_batch_runs_its_success_callback_once_after_its_last_job
+);
+must_fail!(
+    steps_without_results_fail,
+    Fault::DropsStepResults,
+    a_three_step_chain_passes_results_in_order
+);
+must_fail!(
+    steps_released_twice_fail,
+    Fault::ReleasesTwice,
+    a_diamond_starts_its_last_step_once_with_both_results
 );

@@ -5,8 +5,8 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use hermes_core::driver::{
-    Browse, Capabilities, Controls, DeadLetters, Delivery, Inspect, LimitStore, UniqueEmits,
-    Workers,
+    Browse, Capabilities, Controls, DeadLetters, Delivery, Inspect, JobStore, LimitStore,
+    UniqueEmits, Workers,
 };
 use hermes_core::{Driver, Error, Message, Priority, Serializer, Shutdown};
 
@@ -200,5 +200,9 @@ impl Driver for AnyDriver {
 
     fn controls(&self) -> Option<&dyn Controls> {
         each!(self, driver => driver.controls())
+    }
+
+    fn jobs(&self) -> Option<&dyn JobStore> {
+        each!(self, driver => driver.jobs())
     }
 }

@@ -72,6 +72,7 @@ impl Exporter {
 
 #[async_trait]
 impl JobHandler<ExportReport> for Exporter {
+    type Output = ();
     type Error = std::io::Error;
 
     async fn handle(&self, export: ExportReport, _ctx: JobContext) -> Result<(), Self::Error> {

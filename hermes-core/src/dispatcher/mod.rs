@@ -140,6 +140,14 @@ impl Dispatcher {
         self.cancel.clone()
     }
 
+    /// Keeps the record of each job (its state, result and progress) for `keep` after its
+    /// last change, or none with `None`; see [`DispatcherOptions::keep_outcomes`].
+    #[must_use]
+    pub fn keep_outcomes(mut self, keep: Option<Duration>) -> Self {
+        self.options.keep_outcomes = keep;
+        self
+    }
+
     /// Stops any one handler run at `limit` (for handlers without a limit of their own); see
     /// [`DispatcherOptions::time_limit`].
     ///
@@ -214,7 +222,13 @@ impl Dispatcher {
             })
             .collect();
 
+        let info = crate::workers::WorkerInfo::new(
+            self.options.concurrency.max(1),
+            priorities,
+            self.options.announce_ttl.unwrap_or_default(),
+        );
         let ctx = Arc::new(Context {
+            worker: info.id.clone(),
             driver: self.driver.clone(),
             handlers: self.handlers.clone(),
             shutdowns: self.shutdowns.clone(),
@@ -261,11 +275,6 @@ impl Dispatcher {
             .announce_ttl
             .filter(|_| self.driver.workers().is_some())
             .map(|ttl| {
-                let info = crate::workers::WorkerInfo::new(
-                    self.options.concurrency.max(1),
-                    priorities,
-                    ttl,
-                );
                 let id = info.id.clone();
                 let ctx = ctx.clone();
                 let beat = AbortOnDrop(tokio::spawn(async move {

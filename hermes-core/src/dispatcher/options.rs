@@ -50,6 +50,16 @@ pub struct DispatcherOptions {
     /// From 1 s to a day; [`handle`](super::Dispatcher::handle) refuses other values.
     /// Default 30 s.
     pub limit_lease: Duration,
+    /// How long the record of a job ([`JobRecord`](crate::tracking::JobRecord): its state,
+    /// result and progress) is kept after its last change, on drivers with the
+    /// [`jobs`](crate::Driver::jobs) facet; `None` keeps no records (batches and workflows
+    /// still work, but results are not kept and a job's state cannot be read by id). Default a
+    /// day.
+    pub keep_outcomes: Option<Duration>,
+    /// The most bytes a handler's result may take as JSON: a larger one fails the run for
+    /// good, with the sizes as its reason. Default
+    /// [`DEFAULT_MAX_RESULT_SIZE`](crate::tracking::DEFAULT_MAX_RESULT_SIZE) (1 MiB).
+    pub max_result_size: usize,
 }
 
 impl Default for DispatcherOptions {
@@ -67,6 +77,8 @@ impl Default for DispatcherOptions {
             keep_dead_letters: true,
             announce_ttl: Some(Duration::from_secs(30)),
             limit_lease: Duration::from_secs(30),
+            keep_outcomes: Some(Duration::from_secs(24 * 3600)),
+            max_result_size: crate::tracking::DEFAULT_MAX_RESULT_SIZE,
         }
     }
 }

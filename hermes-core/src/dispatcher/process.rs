@@ -8,23 +8,26 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::DispatcherOptions;
 use super::backoff::ErrorBackoff;
 use super::controls::ControlState;
 use super::limits::{LimitRules, Waits};
 use super::run::{Env, HandlerMap, run_handlers};
 use super::slot_cache::{SlotCache, Slots};
 use super::start_cache::StartCache;
+use super::{DispatcherOptions, HandlerOutcome};
 use crate::context::Claim;
 use crate::driver::Delivery;
 use crate::flow::{Admission, Bound, Cancellation};
 use crate::inspect::{DeadKind, DeadReason};
 use crate::telemetry;
 use crate::time::unix_now;
+use crate::tracking::{Ended, JobState, RUNNING_AFTER, Tracker, settled_of};
 use crate::{Driver, Error, Message, Priority, Shutdown};
 
 /// What the workers of one `handle` call share.
 pub(super) struct Context {
+    /// The worker's id, as announced.
+    pub(super) worker: String,
     pub(super) driver: Arc<dyn Driver>,
     pub(super) handlers: HandlerMap,
     pub(super) shutdowns: Vec<Arc<dyn Shutdown>>,
@@ -231,10 +234,15 @@ async fn handle_admitted(
     slots: Option<&Mutex<Slots>>,
     lease: Duration,
 ) {
+    let message = delivery.message();
+    if done_before(ctx, delivery).await {
+        return;
+    }
+    let tracker = tracker_of(ctx, delivery);
     let claim = Claim::new(ctx.driver.clone(), delivery.clone());
     let mut env = Env::new(&ctx.options, ctx.stop.clone(), Some(claim.clone()));
     env.cancel = cancel.clone();
-    let message = delivery.message();
+    env.tracker = tracker.clone();
     let metrics = ctx.metrics.of(message.message_type());
     metrics.started(Duration::try_from_secs_f64(unix_now() - message.due()).unwrap_or_default());
     let _in_progress = ctx.metrics.in_progress();
@@ -246,6 +254,7 @@ async fn handle_admitted(
         report = run_handlers(&ctx.handlers, message, delivery.priority(), &env) => Some(report),
         never = keep_claimed(ctx, &claim) => match never {},
         never = keep_slots(ctx, slots, lease) => match never {},
+        never = mark_running(tracker.as_ref()) => match never {},
     };
     if let Some(report) = &outcome {
         let took = began.elapsed();
@@ -266,6 +275,15 @@ async fn handle_admitted(
         }
         return;
     };
+    if let Some(tracker) = &tracker {
+        let ended = ended_of(&report, message);
+        if let Err(e) = with_retries(ctx, || tracker.end(ended.clone())).await {
+            // Not settled in its group: acknowledging would leave the group waiting for it.
+            let _ = ctx.driver.nack(delivery).await;
+            ctx.fail(e);
+            return;
+        }
+    }
     if report.cancelled() {
         // Not retried, not dead: done for good.
         if let Err(e) = with_retries(ctx, || ctx.driver.ack(delivery)).await {
@@ -360,6 +378,19 @@ async fn keep_cancelled(ctx: &Context, delivery: &Delivery, cancellation: &Cance
         message.message_type(),
         cancellation.by
     );
+    if let Some(tracker) = tracker_of(ctx, delivery) {
+        let ended = Ended {
+            state: JobState::Cancelled,
+            error: Some(format!("cancelled by {}", cancellation.by)),
+            result: None,
+            next_attempt: None,
+        };
+        if let Err(e) = with_retries(ctx, || tracker.end(ended.clone())).await {
+            let _ = ctx.driver.nack(delivery).await;
+            ctx.fail(e);
+            return;
+        }
+    }
     let kept = match ctx
         .driver
         .dead_letters()
@@ -390,6 +421,111 @@ async fn keep_cancelled(ctx: &Context, delivery: &Delivery, cancellation: &Cance
             ctx.fail(e);
         }
     }
+}
+
+/// The tracker of a run of `delivery`, when the driver keeps records (see [`Tracker::new`]).
+fn tracker_of(ctx: &Context, delivery: &Delivery) -> Option<Arc<Tracker>> {
+    Tracker::new(
+        &ctx.driver,
+        delivery.message(),
+        delivery.priority(),
+        &ctx.worker,
+        ctx.options.keep_outcomes,
+    )
+}
+
+/// What a run that ended as `report` records.
+fn ended_of(report: &super::Report, message: &Message) -> Ended {
+    let failure = || {
+        report.first_failure().map(|outcome| match outcome {
+            HandlerOutcome::Failed(error) => error.clone(),
+            HandlerOutcome::Panicked(text) => format!("panicked: {text}"),
+            HandlerOutcome::TimedOut(limit) => format!("timed out after {limit:?}"),
+            other => format!("{other:?}"),
+        })
+    };
+    let (state, error, next_attempt) = if report.cancelled() {
+        (
+            JobState::Cancelled,
+            Some("cancelled while it ran".to_owned()),
+            None,
+        )
+    } else if let Some(reason) = report.dead_reason(message) {
+        (JobState::Dead, Some(reason.error), None)
+    } else if let Some(copy) = &report.retry {
+        (JobState::Retrying, failure(), copy.execute_at())
+    } else if let Some(copy) = &report.snoozed {
+        (JobState::Delayed, None, copy.execute_at())
+    } else {
+        (JobState::Succeeded, None, None)
+    };
+    Ended {
+        state,
+        error,
+        result: report
+            .result
+            .clone()
+            .filter(|_| state == JobState::Succeeded),
+        next_attempt,
+    }
+}
+
+/// Whether `delivery` is a message its group released (a callback, a step) whose job is
+/// done already: a worker died between recording its end and acknowledging it. It is then
+/// settled again (harmless) and acknowledged, and not run a second time.
+async fn done_before(ctx: &Context, delivery: &Delivery) -> bool {
+    let message = delivery.message();
+    let (Some(store), Some(group)) = (ctx.driver.jobs(), message.group()) else {
+        return false;
+    };
+    if !crate::tracking::is_released(group, message.id()) {
+        return false;
+    }
+    let callback = crate::tracking::is_callback(group, message.id());
+    let record = match store.get(message.id()).await {
+        Ok(Some(record)) if record.state.is_final() => record,
+        Ok(_) => return false,
+        Err(e) => {
+            tracing::warn!(
+                "Reading the record of message #{} failed - {e}",
+                message.id()
+            );
+            return false;
+        }
+    };
+    tracing::info!(
+        "Message #{} ({}) is done already ({}); it is not run again",
+        message.id(),
+        message.message_type(),
+        record.state
+    );
+    let outcome = settled_of(&record);
+    let settled = if callback {
+        Ok(())
+    } else {
+        with_retries(ctx, || {
+            crate::tracking::settle_member(store, group, message.id(), &outcome, None)
+        })
+        .await
+    };
+    let acked = match settled {
+        Ok(()) => with_retries(ctx, || ctx.driver.ack(delivery)).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = acked {
+        let _ = ctx.driver.nack(delivery).await;
+        ctx.fail(e);
+    }
+    true
+}
+
+/// Records the run as running once it has gone on for [`RUNNING_AFTER`]; never returns.
+async fn mark_running(tracker: Option<&Arc<Tracker>>) -> std::convert::Infallible {
+    if let Some(tracker) = tracker {
+        tokio::time::sleep(RUNNING_AFTER).await;
+        tracker.mark_running();
+    }
+    std::future::pending().await
 }
 
 /// Renews the concurrency slots of a run every half lease, for as long as it is polled; never

@@ -13,8 +13,10 @@ use crate::{
 impl Dispatcher {
     /// Adds the async function `f` as a handler of the job `J`, after the handlers already
     /// registered for `J::TYPE`. `f` takes the decoded job and its [`JobContext`] and returns
-    /// `Result<(), E>` for any error type `E` that converts into a boxed error: a
-    /// `std::error::Error`, `anyhow::Error`, a `String` or a `&'static str`.
+    /// `Result<R, E>` for any error type `E` that converts into a boxed error: a
+    /// `std::error::Error`, `anyhow::Error`, a `String` or a `&'static str`. `R` is the job's
+    /// result, any serde type, kept where the backend keeps results (see
+    /// [`tracking`](crate::tracking)); `()` keeps none.
     ///
     /// The handler's name in log lines is the function's path. Retries and the time limit are
     /// `J`'s ([`Job::retry_policy`], [`Job::TIME_LIMIT`]). A message whose payload does not fit
@@ -56,11 +58,26 @@ impl Dispatcher {
     /// dispatcher.handle(&[]).await?;
     /// # Ok(()) }
     /// ```
-    pub fn register_job<J, F, Fut, E>(&mut self, f: F) -> &mut Self
+    pub fn register_job<J, F, Fut, R, E>(&mut self, f: F) -> &mut Self
     where
         J: Job,
         F: Fn(J, JobContext) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        Fut: Future<Output = Result<R, E>> + Send + 'static,
+        R: serde::Serialize + Send + 'static,
+        E: Into<BoxError> + 'static,
+    {
+        self.register_job_handler::<J>(JobFn(f))
+    }
+
+    /// Adds `f` as a handler of the [`Step`](crate::tracking::Step) `J`, as
+    /// [`register_job`](Self::register_job) does, holding it to returning `J`'s output: the
+    /// job of the step after it in a [`Chain`](crate::tracking::Chain) or
+    /// [`Workflow`](crate::tracking::Workflow).
+    pub fn register_step<J, F, Fut, E>(&mut self, f: F) -> &mut Self
+    where
+        J: crate::tracking::Step,
+        F: Fn(J, JobContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<J::Output, E>> + Send + 'static,
         E: Into<BoxError> + 'static,
     {
         self.register_job_handler::<J>(JobFn(f))

@@ -19,6 +19,9 @@ pub struct Report {
     /// The copy due later with its `retries` unchanged, when a handler
     /// [snoozed](crate::flow::Snooze) (and no handler failed).
     pub snoozed: Option<Message>,
+    /// What the last handler that returned a value returned: the job's result, kept by id
+    /// when every handler succeeded (see [`tracking`](crate::tracking)).
+    pub result: Option<serde_json::Value>,
 }
 
 /// One handler's run of a message.
@@ -151,6 +154,7 @@ impl fmt::Debug for Report {
             .field("runs", &self.runs)
             .field("retry", &retry)
             .field("snoozed", &snoozed)
+            .field("result", &self.result.as_ref().map(|_| "<result>"))
             .finish()
     }
 }

@@ -30,6 +30,10 @@ pub(super) struct Env {
     pub(super) time_limit: Option<Duration>,
     /// How long a handler past its limit may go on after its token fired.
     pub(super) time_limit_grace: Duration,
+    /// The most bytes a result may take as JSON.
+    pub(super) max_result_size: usize,
+    /// Where a handler's progress goes; none outside a worker.
+    pub(super) tracker: Option<std::sync::Arc<crate::tracking::Tracker>>,
 }
 
 impl Env {
@@ -45,6 +49,8 @@ impl Env {
             claim,
             time_limit: options.time_limit,
             time_limit_grace: options.time_limit_grace,
+            max_result_size: options.max_result_size,
+            tracker: None,
         }
     }
 }
@@ -65,6 +71,7 @@ pub(super) async fn run_handlers(
         runs: Vec::new(),
         retry: None,
         snoozed: None,
+        result: None,
     };
     let Some(handlers) = handlers.get(message_type) else {
         return report;
@@ -75,7 +82,15 @@ pub(super) async fn run_handlers(
         let outcome = if env.cancel.is_cancelled() {
             HandlerOutcome::Cancelled
         } else {
-            run_one(handler.as_ref(), message, priority, env).await
+            let (outcome, result) = run_one(handler.as_ref(), message, priority, env).await;
+            match result.map(|value| kept_result(value, env.max_result_size)) {
+                Some(Ok(value)) => {
+                    report.result = Some(value);
+                    outcome
+                }
+                Some(Err(reason)) => HandlerOutcome::Rejected(reason),
+                None => outcome,
+            }
         };
         let name = handler.name();
         match &outcome {
@@ -129,16 +144,28 @@ pub(super) async fn run_handlers(
     report
 }
 
-/// Runs one handler within its time limit.
+/// `value` when its JSON fits in `max` bytes; else why it is refused.
+fn kept_result(value: serde_json::Value, max: usize) -> Result<serde_json::Value, String> {
+    let size = value.to_string().len();
+    if size > max {
+        return Err(format!(
+            "its result of {size} bytes is larger than the {max} bytes a result may take"
+        ));
+    }
+    Ok(value)
+}
+
+/// Runs one handler within its time limit; its outcome and the value it returned.
 async fn run_one(
     handler: &dyn Runner,
     message: &Message,
     priority: Priority,
     env: &Env,
-) -> HandlerOutcome {
+) -> (HandlerOutcome, Option<serde_json::Value>) {
     let limit = handler.time_limit().or(env.time_limit);
     let token = env.stop.child_token();
-    let ctx = JobContext::new(message, priority, limit, token.clone(), env.claim.clone());
+    let ctx = JobContext::new(message, priority, limit, token.clone(), env.claim.clone())
+        .with_tracker(env.tracker.clone());
     let run = AssertUnwindSafe(handler.run(message, ctx)).catch_unwind();
     tokio::pin!(run);
     let past_limit = async {
@@ -159,21 +186,22 @@ async fn run_one(
             // The run has ended as `outcome`; the grace only lets it wind down.
             token.cancel();
             let _ = tokio::time::timeout(env.time_limit_grace, &mut run).await;
-            return outcome;
+            return (outcome, None);
         }
     };
     if env.cancel.is_cancelled() {
         // It returned after its token fired for the cancellation (with an error, likely).
-        return HandlerOutcome::Cancelled;
+        return (HandlerOutcome::Cancelled, None);
     }
-    match result {
-        Ok(Ran::Done) => HandlerOutcome::Done,
+    let outcome = match result {
+        Ok(Ran::Done(value)) => return (HandlerOutcome::Done, value),
         Ok(Ran::NotDone) => HandlerOutcome::NotDone,
         Ok(Ran::Failed(error)) => HandlerOutcome::Failed(error),
         Ok(Ran::Rejected(reason)) => HandlerOutcome::Rejected(reason),
         Ok(Ran::Snoozed(delay)) => HandlerOutcome::Snoozed(delay),
         Err(panic) => HandlerOutcome::Panicked(panic_text(panic.as_ref())),
-    }
+    };
+    (outcome, None)
 }
 
 fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {

@@ -13,8 +13,9 @@ use crate::{BoxError, Handler, Job, JobContext, JobHandler, Message, RetryPolicy
 
 /// What one run of a registered handler returned (panics and time-outs are the caller's).
 pub(super) enum Ran {
-    /// `Ok(true)` from a raw handler, `Ok(())` from a typed one.
-    Done,
+    /// `Ok(true)` from a raw handler, `Ok(value)` from a typed one: with the value as JSON,
+    /// unless it is `null` (a handler returning `()`).
+    Done(Option<serde_json::Value>),
     /// `Ok(false)` from a raw handler.
     NotDone,
     /// The error text.
@@ -53,7 +54,7 @@ pub(super) struct Raw(pub(super) Arc<dyn Handler>);
 impl Runner for Raw {
     async fn run(&self, message: &Message, _ctx: JobContext) -> Ran {
         match self.0.handle(message).await {
-            Ok(true) => Ran::Done,
+            Ok(true) => Ran::Done(None),
             Ok(false) => Ran::NotDone,
             Err(e) => Ran::from_error(e.get_ref()),
         }
@@ -100,7 +101,11 @@ impl<J: Job, H: JobHandler<J>> Runner for Typed<J, H> {
             Err(other) => return Ran::Rejected(other.to_string()),
         };
         match self.handler.handle(job, ctx).await {
-            Ok(()) => Ran::Done,
+            Ok(output) => match serde_json::to_value(&output) {
+                Ok(serde_json::Value::Null) => Ran::Done(None),
+                Ok(value) => Ran::Done(Some(value)),
+                Err(e) => Ran::Rejected(format!("its result cannot be written as JSON: {e}")),
+            },
             Err(e) => Ran::from_error(&*Into::<BoxError>::into(e)),
         }
     }

@@ -136,6 +136,9 @@ macro_rules! forward {
         fn controls(&self) -> ::core::option::Option<&dyn $crate::driver::Controls> {
             $crate::forward!(@to self [$($to)+]).controls()
         }
+        fn jobs(&self) -> ::core::option::Option<&dyn $crate::driver::JobStore> {
+            $crate::forward!(@to self [$($to)+]).jobs()
+        }
     };
 
     // An async call of one borrowed argument and the others by value, with the signature

@@ -7,7 +7,8 @@
 //!   extend a claim. [`Capabilities`] declares its delivery guarantees.
 //! - Facets, each a trait of its own that a backend implements when it can, reached from the
 //!   driver: [`Inspect`] (figures, purge), [`Browse`] (peek, delete by id), [`DeadLetters`],
-//!   [`Workers`] (live workers), [`UniqueEmits`].
+//!   [`Workers`] (live workers), [`UniqueEmits`], [`LimitStore`], [`Controls`], [`JobStore`]
+//!   (results, status, batches and workflows).
 //! - [`forward!`]: the forwarding helper for a driver that wraps another: one line forwards the
 //!   calls it names and, with `facets`, every facet of the inner driver, now and as facets are
 //!   added.
@@ -72,6 +73,7 @@ mod bounded;
 mod delivery;
 mod facets;
 mod forward;
+mod job_store;
 mod memory_store;
 mod priority_queues;
 mod queue_name;
@@ -82,6 +84,7 @@ mod with_store;
 pub use bounded::{CALL_TIMEOUT, bounded, bounded_until, deadline, no_answer};
 pub use delivery::{Delivery, Receipt};
 pub use facets::{Browse, Controls, DeadLetters, Inspect, LimitStore, UniqueEmits, Workers};
+pub use job_store::{JobStore, UNFINISHED_GROUP_KEPT};
 pub use memory_store::MemoryStore;
 pub use priority_queues::PriorityQueues;
 pub use queue_name::validate_queue_name;
@@ -284,6 +287,12 @@ pub trait Driver: fmt::Debug + Send + Sync + 'static {
     /// Pauses and cancellations; `None` when the backend has nowhere to keep them (see
     /// [`WithStore`] for taking another backend's).
     fn controls(&self) -> Option<&dyn Controls> {
+        None
+    }
+
+    /// What became of jobs (status, result, progress) and the state of batches and
+    /// workflows; `None` when the backend has nowhere to keep them.
+    fn jobs(&self) -> Option<&dyn JobStore> {
         None
     }
 }

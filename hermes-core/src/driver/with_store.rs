@@ -3,7 +3,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::{Browse, Controls, DeadLetters, Driver, Inspect, LimitStore, UniqueEmits, Workers};
+use super::{
+    Browse, Controls, DeadLetters, Driver, Inspect, JobStore, LimitStore, UniqueEmits, Workers,
+};
 use crate::forward;
 
 /// A driver that delivers through `D` and keeps its [limits](crate::flow::Limits), pauses and
@@ -80,5 +82,11 @@ impl<D: Driver> Driver for WithStore<D> {
 
     fn controls(&self) -> Option<&dyn Controls> {
         self.store.controls()
+    }
+
+    /// The inner driver's: a group's callbacks and steps are queued atomically with marking
+    /// them sent, which a store on another backend cannot do for a broker's queue.
+    fn jobs(&self) -> Option<&dyn JobStore> {
+        self.inner.jobs()
     }
 }

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use hermes_core::driver::{
-    Browse, Capabilities, Controls, DeadLetters, Delivery, Inspect, LimitStore, MemoryStore,
-    Receipt, UniqueEmits, Workers, async_trait, validate_queue_name,
+    Browse, Capabilities, Controls, DeadLetters, Delivery, Inspect, JobStore, LimitStore,
+    MemoryStore, Receipt, UniqueEmits, Workers, async_trait, validate_queue_name,
 };
 
 use hermes_core::inspect::{DeadKind, DeadReason, Retention};
@@ -17,6 +17,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 mod inspect;
+mod jobs;
 mod unique;
 mod workers;
 
@@ -103,6 +104,8 @@ struct State {
     workers: BTreeMap<String, WorkerInfo>,
     /// Uniqueness keys held, by key.
     unique: HashMap<String, HeldKey>,
+    /// Job records and groups.
+    jobs: jobs::Jobs,
     sequence: u64,
 }
 
@@ -569,5 +572,9 @@ impl Driver for MemoryDriver {
 
     fn controls(&self) -> Option<&dyn Controls> {
         Some(&self.shared.flow)
+    }
+
+    fn jobs(&self) -> Option<&dyn JobStore> {
+        Some(self)
     }
 }

@@ -32,6 +32,7 @@ mod raw_fuzz;
 mod serializers;
 mod store;
 mod support;
+mod tracking;
 mod unique;
 mod workers;
 mod wrapped;
@@ -58,6 +59,7 @@ pub mod scenarios {
         input_the_serializer_refuses_is_quarantined, the_queue_holds_what_the_serializer_writes,
     };
     pub use super::support::{HIGH, LOW};
+    pub use super::tracking::*;
     pub use super::unique::*;
     pub use super::workers::*;
     pub use super::wrapped::a_wrapper_keeps_every_facet;
@@ -249,6 +251,12 @@ macro_rules! conformance_suite {
             a_snoozed_job_runs_again_with_its_retries,
             pausing_stops_new_starts_and_resuming_restarts_them,
             cancelling_stops_waiting_and_running_jobs,
+            results_round_trip_with_their_type,
+            status_moves_through_its_states,
+            a_batch_runs_its_success_callback_once_after_its_last_job,
+            a_batch_with_a_dead_job_completes_without_success,
+            a_three_step_chain_passes_results_in_order,
+            a_diamond_starts_its_last_step_once_with_both_results,
         );
     };
     (@tests $harness:expr; $($scenario:ident),* $(,)?) => {

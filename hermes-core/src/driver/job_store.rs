@@ -1,0 +1,126 @@
+//! The facet that keeps what became of jobs and groups of jobs.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::tracking::{GroupSpec, GroupState, JobRecord, Settled, Tally};
+use crate::{Error, Message, Priority};
+
+/// How long an unfinished group is kept after its last change: 30 days. A group whose
+/// members were lost (purged, say) goes then.
+pub const UNFINISHED_GROUP_KEPT: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// What became of jobs, by id ([`JobRecord`]), and the state of batches and workflows:
+/// groups whose members are each settled once, and which release each of their messages
+/// once, across every worker and through their crashes.
+///
+/// The [`Dispatcher`](crate::Dispatcher) writes it; [`Emitter`](crate::Emitter) reads it
+/// ([`Emitter::status`](crate::Emitter::status)) and opens groups. The logic of batches and
+/// workflows is the dispatcher's; a backend keeps these few facts and makes
+/// [`settle`](Self::settle) and [`release`](Self::release) atomic.
+///
+/// A backend without a store of its own (a broker) takes one from another backend: see
+/// [`WithStore`](super::WithStore).
+#[async_trait]
+pub trait JobStore: Send + Sync {
+    /// Stores `record` under its id, replacing what was there, kept for `keep` from now.
+    ///
+    /// # Errors
+    /// Connection errors.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may or may not have stored it.
+    async fn put(&self, record: &JobRecord, keep: Duration) -> Result<(), Error>;
+
+    /// The record of the job `id`; `None` when there is none (never kept, or expired).
+    ///
+    /// # Errors
+    /// Connection errors.
+    ///
+    /// # Cancellation safety
+    /// Cancel safe: it changes nothing.
+    async fn get(&self, id: &str) -> Result<Option<JobRecord>, Error>;
+
+    /// Creates the group `spec` with `members` pending; its state is kept for `keep` once its
+    /// last member is settled ([`UNFINISHED_GROUP_KEPT`] after its last change until then).
+    /// Opening a group that exists changes nothing (a retried open).
+    ///
+    /// # Errors
+    /// Connection errors.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may or may not have created it.
+    async fn open(&self, spec: &GroupSpec, members: &[String], keep: Duration)
+    -> Result<(), Error>;
+
+    /// Adds `members` to the group `group`, pending; a member it has already is not added
+    /// twice.
+    ///
+    /// # Errors
+    /// [`Error::Group`] when there is no such group, or every member of it is settled (it is
+    /// finished: nothing more can join); connection errors.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may or may not have added them.
+    async fn join(&self, group: &str, members: &[String]) -> Result<(), Error>;
+
+    /// Settles the member `member` of `group` as `outcome`, once: in one atomic step, counts
+    /// it in the group's [`Tally`] unless it was settled already (then nothing changes), keeps
+    /// the outcome, and stores `record` as [`put`](Self::put) does. Returns the tally after it,
+    /// and whether this call settled the member; `None` when there is no such group. A name
+    /// that is not a member is not counted (nor kept), and `false` comes back.
+    ///
+    /// # Errors
+    /// Connection errors.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may or may not have settled it; settling again is harmless.
+    async fn settle(
+        &self,
+        group: &str,
+        member: &str,
+        outcome: &Settled,
+        record: Option<(&JobRecord, Duration)>,
+    ) -> Result<Option<(Tally, bool)>, Error>;
+
+    /// Queues `message` on `priority` as [`send`](super::Driver::send) does, unless `group`
+    /// released `name` already, in one atomic step: of any number of calls for one name, from
+    /// any number of workers, exactly one queues its message. Returns whether this call did.
+    ///
+    /// # Errors
+    /// As [`send`](super::Driver::send); [`Error::Group`] when there is no such group.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may or may not have released it; releasing again is harmless.
+    async fn release(
+        &self,
+        group: &str,
+        name: &str,
+        message: &Message,
+        priority: Priority,
+    ) -> Result<bool, Error>;
+
+    /// The group `group` now; `None` when there is none (never opened, or expired).
+    ///
+    /// # Errors
+    /// Connection errors.
+    ///
+    /// # Cancellation safety
+    /// Cancel safe: it changes nothing.
+    async fn group(&self, group: &str) -> Result<Option<GroupState>, Error>;
+
+    /// The outcomes of the members `members` of `group`, in that order: `None` for one not
+    /// settled (or not a member).
+    ///
+    /// # Errors
+    /// Connection errors.
+    ///
+    /// # Cancellation safety
+    /// Cancel safe: it changes nothing.
+    async fn outcomes(
+        &self,
+        group: &str,
+        members: &[String],
+    ) -> Result<Vec<Option<Settled>>, Error>;
+}
