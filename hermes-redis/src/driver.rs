@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hermes_core::driver::{
-    Browse, Capabilities, Controls, DeadLetters, Delivery, Inspect, LimitStore, UniqueEmits,
-    Workers, async_trait,
+    Browse, Capabilities, Controls, DeadLetters, Delivery, Inspect, JobStore, LimitStore,
+    UniqueEmits, Workers, async_trait,
 };
 use hermes_core::{Driver, Error, Message, Priority, Serializer};
 
@@ -434,6 +434,10 @@ impl Driver for RedisSetDriver {
     }
 
     fn controls(&self) -> Option<&dyn Controls> {
+        Some(&*self.core)
+    }
+
+    fn jobs(&self) -> Option<&dyn JobStore> {
         Some(&*self.core)
     }
 }

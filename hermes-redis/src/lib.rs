@@ -44,6 +44,7 @@ mod driver;
 #[cfg(any(feature = "redis-rs", feature = "fred"))]
 mod error;
 mod inspect;
+mod jobs;
 mod keyspace;
 mod limits;
 mod naming;

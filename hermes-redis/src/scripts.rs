@@ -44,11 +44,19 @@ pub enum Script {
     Cancel,
     /// The cancellations recorded since a time.
     Cancellations,
+    /// Create a group with its members, unless it exists.
+    GroupOpen,
+    /// Add members to a group that is not finished.
+    GroupJoin,
+    /// Settle a member of a group once, storing its job's record.
+    GroupSettle,
+    /// Queue a group's message unless it was released already.
+    GroupRelease,
 }
 
 impl Script {
     /// Every script.
-    pub const ALL: [Script; 20] = [
+    pub const ALL: [Script; 24] = [
         Script::Claim,
         Script::Schedule,
         Script::Nack,
@@ -69,6 +77,10 @@ impl Script {
         Script::LimitUsage,
         Script::Cancel,
         Script::Cancellations,
+        Script::GroupOpen,
+        Script::GroupJoin,
+        Script::GroupSettle,
+        Script::GroupRelease,
     ];
 
     /// The Lua source.
@@ -94,6 +106,10 @@ impl Script {
             Script::LimitUsage => LIMIT_USAGE,
             Script::Cancel => CANCEL,
             Script::Cancellations => CANCELLATIONS,
+            Script::GroupOpen => GROUP_OPEN,
+            Script::GroupJoin => GROUP_JOIN,
+            Script::GroupSettle => GROUP_SETTLE,
+            Script::GroupRelease => GROUP_RELEASE,
         }
     }
 }
@@ -676,3 +692,83 @@ local ids = redis.call('ZRANGEBYSCORE', KEYS[1], from, '+inf', 'LIMIT', 0, 1000)
 if #ids == 0 then return {} end
 return redis.call('HMGET', KEYS[2], unpack(ids))
 ";
+
+/// KEYS: 1 the group's hash, 2 its members' hash. ARGV: 1 the spec, 2 how long to keep it
+/// once finished (ms), 3 how long to keep it unfinished (ms), 4.. the members. Creates the
+/// group unless it exists; returns 1 when it did.
+const GROUP_OPEN: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local total = 0
+for i = 4, #ARGV do
+  total = total + redis.call('HSETNX', KEYS[2], ARGV[i], '')
+end
+redis.call('HSET', KEYS[1], 'spec', ARGV[1], 'total', total, 'succeeded', 0, 'failed', 0, 'keep', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+if total > 0 then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
+return 1
+";
+
+/// KEYS: 1 the group's hash, 2 its members' hash. ARGV: 1 how long to keep it unfinished
+/// (ms), 2.. the members. Adds the members not there yet; returns -1 without the group, -2
+/// when it is finished, else how many were added.
+const GROUP_JOIN: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if redis.call('HEXISTS', KEYS[1], 'finished') == 1 then return -2 end
+local added = 0
+for i = 2, #ARGV do
+  added = added + redis.call('HSETNX', KEYS[2], ARGV[i], '')
+end
+redis.call('HINCRBY', KEYS[1], 'total', added)
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[1])
+return added
+";
+
+/// KEYS: 1 the group's hash, 2 its members' hash, 3 (optional) the member's job record.
+/// ARGV: 1 the member, 2 its outcome, 3 '1' when it succeeded, 4 now, 5 how long to keep the
+/// group unfinished (ms), 6 the record, 7 how long to keep it (ms). Stores the record; counts
+/// the member once, when it is one and not settled yet, and marks the group finished when none
+/// is left. Returns nil without the group, else {total, succeeded, failed, counted}.
+const GROUP_SETTLE: &str = r"
+if KEYS[3] then redis.call('SET', KEYS[3], ARGV[6], 'PX', ARGV[7]) end
+if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
+local counted = 0
+if redis.call('HGET', KEYS[2], ARGV[1]) == '' then
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+  redis.call('HINCRBY', KEYS[1], ARGV[3] == '1' and 'succeeded' or 'failed', 1)
+  counted = 1
+end
+local state = redis.call('HMGET', KEYS[1], 'total', 'succeeded', 'failed', 'keep')
+local total, succeeded, failed = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
+if counted == 1 then
+  local ttl = ARGV[5]
+  if succeeded + failed >= total then
+    redis.call('HSET', KEYS[1], 'finished', ARGV[4])
+    ttl = state[4]
+  end
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
+return {total, succeeded, failed, counted}
+";
+
+/// KEYS: 1 the group's hash, 2 the message's set, 3 schedule, 4 priority index of the
+/// schedule, 5 (optional) the wake list. ARGV: 1 the release's name, 2 the message, 3 its due
+/// time ('' for now), 4 its priority when delayed on another set than the default ('' else).
+/// Queues the message and marks the name released, unless it was; returns -1 without the
+/// group, 0 when released already, 1 when queued.
+const GROUP_RELEASE: &str = concat!(
+    wake_function!(),
+    r"
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if redis.call('HSETNX', KEYS[1], 'released:' .. ARGV[1], 1) == 0 then return 0 end
+if ARGV[3] == '' then
+  redis.call('SADD', KEYS[2], ARGV[2])
+else
+  redis.call('ZADD', KEYS[3], ARGV[3], ARGV[2])
+  if ARGV[4] ~= '' then redis.call('ZADD', KEYS[4], ARGV[3], ARGV[4] .. '|' .. ARGV[2]) end
+end
+if KEYS[5] then wake(KEYS[5]) end
+return 1
+"
+);

@@ -10,7 +10,41 @@ use crate::client::{Reply, Write};
 use crate::core::Core;
 use crate::scripts::Script;
 
+/// A message as a script queues it: its set, its body, its due time (empty: due now) and,
+/// for a delayed message of another priority than the default, that priority (else empty).
+pub(crate) struct Placed {
+    pub(crate) set: std::sync::Arc<str>,
+    pub(crate) body: Vec<u8>,
+    pub(crate) due: String,
+    pub(crate) priority: String,
+}
+
 impl Core {
+    /// Where a script queues `message` on `priority`, and its body.
+    ///
+    /// # Errors
+    /// [`Error::UnknownPriority`]; the message's and the serializer's errors.
+    pub(crate) fn placed(&self, message: &Message, priority: Priority) -> Result<Placed, Error> {
+        message.check()?;
+        let set = self.sets.get(priority)?;
+        let body = self.serializer.serialize(message)?;
+        let due = match message.execute_at() {
+            Some(at) if at > unix_now() => at.to_string(),
+            _ => String::new(),
+        };
+        let priority = if priority == DEFAULT_PRIORITY || due.is_empty() {
+            String::new()
+        } else {
+            priority.to_string()
+        };
+        Ok(Placed {
+            set,
+            body,
+            due,
+            priority,
+        })
+    }
+
     /// The Redis key of the uniqueness key `key`.
     fn unique_key(&self, key: &str) -> String {
         format!("{}_{}", self.keys.default_set, unique_backend_name(key))
@@ -25,18 +59,12 @@ impl UniqueEmits for Core {
         priority: Priority,
         unique: &Unique,
     ) -> Result<Emitted, Error> {
-        message.check()?;
-        let set = self.sets.get(priority)?;
-        let body = self.serializer.serialize(message)?;
-        let due = match message.execute_at() {
-            Some(at) if at > unix_now() => at.to_string(),
-            _ => String::new(),
-        };
-        let priority_arg = if priority == DEFAULT_PRIORITY || due.is_empty() {
-            String::new()
-        } else {
-            priority.to_string()
-        };
+        let Placed {
+            set,
+            body,
+            due,
+            priority: priority_arg,
+        } = self.placed(message, priority)?;
         let lock = self.unique_key(unique.key());
         let carried = self.carry();
         let mut keys = vec![

@@ -27,6 +27,7 @@ pub fn facets_of(driver: &dyn Driver) -> Vec<&'static str> {
         ("unique", driver.unique().is_some()),
         ("limits", driver.limits().is_some()),
         ("controls", driver.controls().is_some()),
+        ("jobs", driver.jobs().is_some()),
     ]
     .into_iter()
     .filter_map(|(name, present)| present.then_some(name))

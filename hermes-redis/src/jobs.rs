@@ -1,0 +1,261 @@
+//! Job records and groups, in the queue's hash slot: a record is the string
+//! `<default set>_job:<id>` (its JSON, expiring with its retention); a group is the hash
+//! `<default set>_group:<id>` (its spec, counts, release marks) beside the hash
+//! `<default set>_group:<id>:members` (member → its outcome, empty while pending). Settling and
+//! releasing are scripts, so each is one atomic step.
+
+use std::time::Duration;
+
+use hermes_core::driver::{JobStore, UNFINISHED_GROUP_KEPT, async_trait};
+use hermes_core::time::unix_now;
+use hermes_core::tracking::{GroupSpec, GroupState, JobRecord, Settled, Tally};
+use hermes_core::{Error, Message, Priority};
+
+use crate::client::{Reply, Write};
+use crate::core::Core;
+use crate::scripts::Script;
+use crate::unique::Placed;
+
+/// A duration in whole milliseconds, at least one, as Redis takes it.
+fn millis(duration: Duration) -> String {
+    duration.as_millis().clamp(1, i64::MAX as u128).to_string()
+}
+
+impl Core {
+    fn record_key(&self, id: &str) -> String {
+        format!("{}_job:{id}", self.keys.default_set)
+    }
+
+    fn group_keys(&self, id: &str) -> (String, String) {
+        let group = format!("{}_group:{id}", self.keys.default_set);
+        let members = format!("{group}:members");
+        (group, members)
+    }
+}
+
+#[async_trait]
+impl JobStore for Core {
+    async fn put(&self, record: &JobRecord, keep: Duration) -> Result<(), Error> {
+        let key = self.record_key(&record.id);
+        let json = record.encode()?;
+        let keep = millis(keep);
+        self.client
+            .command(
+                "SET",
+                &[key.as_bytes(), json.as_bytes(), b"PX", keep.as_bytes()],
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<JobRecord>, Error> {
+        let key = self.record_key(id);
+        let reply = self.client.command("GET", &[key.as_bytes()]).await?;
+        // A record another program wrote wrongly reads as none.
+        Ok(reply.into_bytes().and_then(|b| JobRecord::decode(&b)))
+    }
+
+    async fn open(
+        &self,
+        spec: &GroupSpec,
+        members: &[String],
+        keep: Duration,
+    ) -> Result<(), Error> {
+        let (group, member_key) = self.group_keys(&spec.id);
+        let spec = spec.encode()?;
+        let keep = millis(keep);
+        let unfinished = millis(UNFINISHED_GROUP_KEPT);
+        let mut args: Vec<&[u8]> = vec![spec.as_bytes(), keep.as_bytes(), unfinished.as_bytes()];
+        args.extend(members.iter().map(|m| m.as_bytes()));
+        self.client
+            .eval(Script::GroupOpen, &[&group, &member_key], &args)
+            .await?;
+        Ok(())
+    }
+
+    async fn join(&self, group: &str, members: &[String]) -> Result<(), Error> {
+        let (key, member_key) = self.group_keys(group);
+        let unfinished = millis(UNFINISHED_GROUP_KEPT);
+        let mut args: Vec<&[u8]> = vec![unfinished.as_bytes()];
+        args.extend(members.iter().map(|m| m.as_bytes()));
+        let reply = self
+            .client
+            .eval(Script::GroupJoin, &[&key, &member_key], &args)
+            .await?;
+        match reply.as_int() {
+            Some(-1) => Err(Error::Group(format!("there is no group {group}"))),
+            Some(-2) => Err(Error::Group(format!(
+                "group {group} is finished: every member is done, nothing more can join"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    async fn settle(
+        &self,
+        group: &str,
+        member: &str,
+        outcome: &Settled,
+        record: Option<(&JobRecord, Duration)>,
+    ) -> Result<Option<(Tally, bool)>, Error> {
+        let (key, member_key) = self.group_keys(group);
+        let outcome_json = outcome.encode()?;
+        let succeeded: &[u8] = if outcome.succeeded() { b"1" } else { b"0" };
+        let now = unix_now().to_string();
+        let unfinished = millis(UNFINISHED_GROUP_KEPT);
+        let mut keys = vec![key.as_str(), member_key.as_str()];
+        let record_key;
+        let (record_json, record_keep) = match record {
+            Some((record, keep)) => {
+                record_key = self.record_key(&record.id);
+                keys.push(&record_key);
+                (record.encode()?, millis(keep))
+            }
+            None => (String::new(), String::new()),
+        };
+        let reply = self
+            .client
+            .eval(
+                Script::GroupSettle,
+                &keys,
+                &[
+                    member.as_bytes(),
+                    outcome_json.as_bytes(),
+                    succeeded,
+                    now.as_bytes(),
+                    unfinished.as_bytes(),
+                    record_json.as_bytes(),
+                    record_keep.as_bytes(),
+                ],
+            )
+            .await?;
+        if reply == Reply::Nil {
+            return Ok(None);
+        }
+        let numbers: Vec<u64> = reply.into_items().iter().map(Reply::count).collect();
+        match numbers[..] {
+            [total, succeeded, failed, counted] => {
+                Ok(Some((Tally::new(total, succeeded, failed), counted == 1)))
+            }
+            _ => Err(self.reply_error("the tally of a group")),
+        }
+    }
+
+    async fn release(
+        &self,
+        group: &str,
+        name: &str,
+        message: &Message,
+        priority: Priority,
+    ) -> Result<bool, Error> {
+        let Placed {
+            set,
+            body,
+            due,
+            priority: priority_arg,
+        } = self.placed(message, priority)?;
+        let (key, _) = self.group_keys(group);
+        let carried = self.carry();
+        let mut keys = vec![
+            key.as_str(),
+            &*set,
+            &self.keys.schedule,
+            &self.keys.schedule_index,
+        ];
+        if carried.is_some() {
+            keys.push(&self.keys.wake);
+        }
+        let reply = self
+            .emit_write(Write::Script(
+                Script::GroupRelease,
+                &keys,
+                &[
+                    name.as_bytes(),
+                    &body,
+                    due.as_bytes(),
+                    priority_arg.as_bytes(),
+                ],
+            ))
+            .await?;
+        match reply.as_int() {
+            Some(1) => {
+                self.woken(carried, None);
+                Ok(true)
+            }
+            Some(-1) => Err(Error::Group(format!("there is no group {group}"))),
+            _ => {
+                if let Some(carried) = carried {
+                    carried.unused();
+                }
+                Ok(false)
+            }
+        }
+    }
+
+    async fn group(&self, group: &str) -> Result<Option<GroupState>, Error> {
+        let (key, _) = self.group_keys(group);
+        let reply = self.client.command("HGETALL", &[key.as_bytes()]).await?;
+        let items = reply.into_items();
+        if items.is_empty() {
+            return Ok(None);
+        }
+        let mut spec = None;
+        let (mut total, mut succeeded, mut failed) = (0, 0, 0);
+        let mut finished = None;
+        let mut released = Vec::new();
+        let mut fields = items.into_iter();
+        while let (Some(field), Some(value)) = (fields.next(), fields.next()) {
+            let count = value.count();
+            let (Some(field), Some(value)) = (field.into_bytes(), value.into_bytes()) else {
+                continue;
+            };
+            match &field[..] {
+                b"spec" => spec = GroupSpec::decode(&value),
+                b"total" => total = count,
+                b"succeeded" => succeeded = count,
+                b"failed" => failed = count,
+                b"finished" => {
+                    finished = std::str::from_utf8(&value)
+                        .ok()
+                        .and_then(|v| v.parse().ok());
+                }
+                name => {
+                    if let Some(name) = name.strip_prefix(b"released:") {
+                        released.push(String::from_utf8_lossy(name).into_owned());
+                    }
+                }
+            }
+        }
+        let Some(spec) = spec else {
+            return Err(self.reply_error(&format!("group {group} (its spec is not readable)")));
+        };
+        released.sort();
+        Ok(Some(GroupState::new(
+            spec,
+            Tally::new(total, succeeded, failed),
+            released,
+            finished,
+        )))
+    }
+
+    async fn outcomes(
+        &self,
+        group: &str,
+        members: &[String],
+    ) -> Result<Vec<Option<Settled>>, Error> {
+        if members.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (_, member_key) = self.group_keys(group);
+        let mut args: Vec<&[u8]> = vec![member_key.as_bytes()];
+        args.extend(members.iter().map(|m| m.as_bytes()));
+        let reply = self.client.command("HMGET", &args).await?;
+        let mut outcomes: Vec<Option<Settled>> = reply
+            .into_items()
+            .into_iter()
+            .map(|item| item.into_bytes().and_then(|b| Settled::decode(&b)))
+            .collect();
+        outcomes.resize(members.len(), None);
+        Ok(outcomes)
+    }
+}
