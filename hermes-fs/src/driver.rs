@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hermes_core::driver::{
-    Browse, Capabilities, Controls, DeadLetters, Delivery, Inspect, LimitStore, PriorityQueues,
-    UniqueEmits, Workers, async_trait,
+    Browse, Capabilities, Controls, DeadLetters, Delivery, Inspect, JobStore, LimitStore,
+    PriorityQueues, UniqueEmits, Workers, async_trait,
 };
 use hermes_core::{DEFAULT_PRIORITY, Driver, Error, JsonSerializer, Message, Priority, Serializer};
 
@@ -212,6 +212,10 @@ impl Driver for FileSystemDriver {
     }
 
     fn controls(&self) -> Option<&dyn Controls> {
+        Some(&*self.core)
+    }
+
+    fn jobs(&self) -> Option<&dyn JobStore> {
         Some(&*self.core)
     }
 }

@@ -50,6 +50,7 @@ mod driver;
 mod error;
 mod files;
 mod inspect;
+mod jobs;
 mod limits;
 mod naming;
 mod receive;

@@ -13,6 +13,9 @@ pub(crate) const UNIQUE_FOLDER: &str = ".unique";
 /// The folder of pauses and cancellations, beside the queues; limits are in its `limits/`.
 pub(crate) const FLOW_FOLDER: &str = ".flow";
 
+/// The folder of job records and groups, beside the queues.
+pub(crate) const JOBS_FOLDER: &str = ".jobs";
+
 /// Hermes' rules for a queue name, and not `workers`, the folder of the workers'
 /// announcements.
 pub(crate) fn validate_queue_name(name: &str) -> Result<(), Error> {

@@ -41,10 +41,29 @@ impl Core {
         } else {
             queue.write(&body, due, false)?
         };
+        self.written(queue, &file);
+        Ok(())
+    }
+
+    /// Writes the encoded message `body`, due at `due`, into `queue`, on this thread: for a
+    /// caller holding a lock it may not keep across an `await`.
+    pub(crate) fn write_encoded_now(
+        &self,
+        queue: &Arc<QueueDir>,
+        body: &[u8],
+        due: f64,
+    ) -> Result<(), Error> {
+        queue.ensure_created()?;
+        let file = queue.write(body, due, self.options.durable)?;
+        self.written(queue, &file);
+        Ok(())
+    }
+
+    /// Tells the waiting receivers of `queue` of its new `file`.
+    fn written(&self, queue: &QueueDir, file: &str) {
         if queue.lock().scanned {
-            queue.added(&file);
+            queue.added(file);
             self.wake.notify_waiters();
         }
-        Ok(())
     }
 }
