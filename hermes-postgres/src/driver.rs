@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hermes_core::driver::{
-    Browse, Capabilities, Controls, DeadLetters, Delivery, Inspect, LimitStore, UniqueEmits,
-    Workers, async_trait, validate_queue_name,
+    Browse, Capabilities, Controls, DeadLetters, Delivery, Inspect, JobStore, LimitStore,
+    UniqueEmits, Workers, async_trait, validate_queue_name,
 };
 use hermes_core::{Driver, Error, Job, JsonSerializer, Message, Priority, Serializer};
 
@@ -344,6 +344,10 @@ impl Driver for PostgresDriver {
     }
 
     fn controls(&self) -> Option<&dyn Controls> {
+        Some(&*self.core)
+    }
+
+    fn jobs(&self) -> Option<&dyn JobStore> {
         Some(&*self.core)
     }
 }

@@ -44,6 +44,7 @@ mod driver;
 mod emit_in;
 mod error;
 mod inspect;
+mod jobs;
 mod limits;
 mod migrate;
 mod naming;

@@ -65,6 +65,24 @@ pub(crate) struct Sql {
     pub(crate) cancel: String,
     /// `$1` queue, `$2` from.
     pub(crate) cancellations: String,
+    /// `$1` queue, `$2` message id, `$3` record, `$4` seconds kept.
+    pub(crate) put_record: String,
+    /// `$1` queue, `$2` message id.
+    pub(crate) get_record: String,
+    /// `$1` queue, `$2` group, `$3` spec, `$4` members, `$5` kept finished, `$6` unfinished.
+    pub(crate) group_open: String,
+    /// `$1` queue, `$2` group, `$3` members, `$4` kept unfinished.
+    pub(crate) group_join: String,
+    /// `$1` queue, `$2` group, `$3` member, `$4` outcome, `$5` succeeded, `$6` unfinished,
+    /// `$7` record id, `$8` record, `$9` record kept.
+    pub(crate) group_settle: String,
+    /// `$1` queue, `$2` group, `$3` name, then the row: `$4` queue, `$5` priority, `$6` due,
+    /// `$7` body, `$8` channel, `$9` message id.
+    pub(crate) group_release: String,
+    /// `$1` queue, `$2` group.
+    pub(crate) group: String,
+    /// `$1` queue, `$2` group, `$3` members.
+    pub(crate) group_outcomes: String,
 }
 
 /// The time the statement began, in Unix seconds: stable within a statement, so that a
@@ -228,12 +246,39 @@ impl Sql {
             release: format!("DELETE FROM {s}.unique_keys WHERE key = $1 AND holder = $2"),
             sweep: format!(
                 "WITH k AS (DELETE FROM {s}.unique_keys WHERE held_until < {NOW}), \
+                 jr AS (DELETE FROM {s}.job_records WHERE expires_at < {NOW}), \
+                 jg AS (DELETE FROM {s}.job_groups WHERE expires_at < {NOW}), \
                  l AS (DELETE FROM {s}.limit_slots WHERE held_until < {NOW}), \
                  r AS (DELETE FROM {s}.limit_starts WHERE counts_until < {NOW}), \
                  c AS (DELETE FROM {s}.cancellations WHERE requested_at < $1) \
                  SELECT 1"
             ),
             admit: format!("SELECT refused, wait_for FROM {s}.admit($1, $2, $3, $4, $5, $6)"),
+            put_record: format!(
+                "INSERT INTO {s}.job_records (queue, message_id, record, expires_at) \
+                 VALUES ($1, $2, $3, {NOW} + $4) ON CONFLICT (queue, message_id) \
+                 DO UPDATE SET record = EXCLUDED.record, expires_at = EXCLUDED.expires_at"
+            ),
+            get_record: format!(
+                "SELECT record FROM {s}.job_records \
+                 WHERE queue = $1 AND message_id = $2 AND expires_at > {NOW}"
+            ),
+            group_open: format!("SELECT {s}.group_open($1, $2, $3, $4, $5, $6)"),
+            group_join: format!("SELECT {s}.group_join($1, $2, $3, $4)"),
+            group_settle: format!(
+                "SELECT total, succeeded, failed, counted \
+                 FROM {s}.group_settle($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+            ),
+            group_release: format!("SELECT {s}.group_release($1, $2, $3, $4, $5, $6, $7, $8, $9)"),
+            group: format!(
+                "SELECT spec, total, succeeded, failed, released, finished FROM {s}.job_groups \
+                 WHERE queue = $1 AND group_id = $2 AND expires_at > {NOW}"
+            ),
+            group_outcomes: format!(
+                "SELECT u.member, m.outcome FROM unnest($3::text[]) AS u(member) \
+                 LEFT JOIN {s}.job_group_members m \
+                 ON m.queue = $1 AND m.group_id = $2 AND m.member = u.member"
+            ),
             renew_slots: format!(
                 "UPDATE {s}.limit_slots SET held_until = GREATEST(held_until, {NOW} + $3) \
                  WHERE holder = $1 AND bound = ANY($2) AND held_until > {NOW}"
