@@ -306,6 +306,27 @@ impl JobStore for Core {
         Ok(true)
     }
 
+    async fn mark(&self, group: &str, name: &str, released: bool) -> Result<bool, Error> {
+        let folder = self.group_folder(group)?;
+        let _guard = locked::lock(&folder)?;
+        let now = unix_now();
+        let Some(mut found) = Self::read_group(&folder, now)? else {
+            return Ok(false);
+        };
+        let marked = found.released.iter().any(|n| n == name);
+        if marked == released {
+            return Ok(false);
+        }
+        if released {
+            found.released.push(name.to_owned());
+            found.released.sort();
+        } else {
+            found.released.retain(|n| n != name);
+        }
+        Self::write_group(&folder, &found)?;
+        Ok(true)
+    }
+
     async fn group(&self, group: &str) -> Result<Option<GroupState>, Error> {
         let folder = self.group_folder(group)?;
         Ok(Self::read_group(&folder, unix_now())?.map(|found| {

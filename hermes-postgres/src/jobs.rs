@@ -171,6 +171,19 @@ impl JobStore for Core {
         }
     }
 
+    async fn mark(&self, group: &str, name: &str, released: bool) -> Result<bool, Error> {
+        let scope = self.tracking_scope()?;
+        let changed = self
+            .on_connection("marking a message of a group", |client| async move {
+                let statement = client.prepare_cached(&self.sql.group_mark).await?;
+                client
+                    .execute(&statement, &[&scope, &group, &name, &released])
+                    .await
+            })
+            .await?;
+        Ok(changed == 1)
+    }
+
     async fn group(&self, group: &str) -> Result<Option<GroupState>, Error> {
         let scope = self.tracking_scope()?;
         let row = self

@@ -26,7 +26,8 @@ mod wrapped {
     hermes_testkit::wrapped_facet_suite!(super::common::CLASSIC);
 }
 
-/// The flow-control scenarios with the limits, pauses and cancellations on Redis.
+/// The flow-control and tracking scenarios with the limits, pauses, cancellations, records and
+/// groups on Redis.
 mod with_redis_store {
     hermes_testkit::store_suite!(hermes_testkit::suite::StoreHarness::new(
         super::common::CLASSIC,

@@ -192,6 +192,16 @@ impl JobStore for Core {
         }
     }
 
+    async fn mark(&self, group: &str, name: &str, released: bool) -> Result<bool, Error> {
+        let (key, _) = self.group_keys(group);
+        let flag: &[u8] = if released { b"1" } else { b"0" };
+        let reply = self
+            .client
+            .eval(Script::GroupMark, &[&key], &[name.as_bytes(), flag])
+            .await?;
+        Ok(reply.as_int() == Some(1))
+    }
+
     async fn group(&self, group: &str) -> Result<Option<GroupState>, Error> {
         let (key, _) = self.group_keys(group);
         let reply = self.client.command("HGETALL", &[key.as_bytes()]).await?;

@@ -52,11 +52,13 @@ pub enum Script {
     GroupSettle,
     /// Queue a group's message unless it was released already.
     GroupRelease,
+    /// Mark a group's message released, or clear the mark, queueing nothing.
+    GroupMark,
 }
 
 impl Script {
     /// Every script.
-    pub const ALL: [Script; 24] = [
+    pub const ALL: [Script; 25] = [
         Script::Claim,
         Script::Schedule,
         Script::Nack,
@@ -81,6 +83,7 @@ impl Script {
         Script::GroupJoin,
         Script::GroupSettle,
         Script::GroupRelease,
+        Script::GroupMark,
     ];
 
     /// The Lua source.
@@ -110,6 +113,7 @@ impl Script {
             Script::GroupJoin => GROUP_JOIN,
             Script::GroupSettle => GROUP_SETTLE,
             Script::GroupRelease => GROUP_RELEASE,
+            Script::GroupMark => GROUP_MARK,
         }
     }
 }
@@ -772,3 +776,11 @@ if KEYS[5] then wake(KEYS[5]) end
 return 1
 "
 );
+
+/// KEYS: 1 the group's hash. ARGV: 1 the release's name, 2 '1' to mark it released, '0' to
+/// clear the mark. Returns 1 when the mark changed, 0 when not (or without the group).
+const GROUP_MARK: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if ARGV[2] == '1' then return redis.call('HSETNX', KEYS[1], 'released:' .. ARGV[1], 1) end
+return redis.call('HDEL', KEYS[1], 'released:' .. ARGV[1])
+";

@@ -24,7 +24,8 @@ mod wrapped {
     hermes_testkit::wrapped_facet_suite!(super::common::SqsHarness);
 }
 
-/// The flow-control scenarios with the limits, pauses and cancellations on PostgreSQL.
+/// The flow-control and tracking scenarios with the limits, pauses, cancellations, records and
+/// groups on PostgreSQL.
 mod with_postgres_store {
     hermes_testkit::store_suite!(hermes_testkit::suite::StoreHarness::new(
         super::common::SqsHarness,

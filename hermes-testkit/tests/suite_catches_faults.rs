@@ -297,6 +297,9 @@ impl JobStore for Faulty {
             .release(group, name, message, priority)
             .await
     }
+    async fn mark(&self, group: &str, name: &str, released: bool) -> Result<bool, Error> {
+        self.job_store().mark(group, name, released).await
+    }
     async fn group(&self, group: &str) -> Result<Option<GroupState>, Error> {
         self.job_store().group(group).await
     }

@@ -101,6 +101,19 @@ pub trait JobStore: Send + Sync {
         priority: Priority,
     ) -> Result<bool, Error>;
 
+    /// Marks `name` of `group` released (`released`), or not released (`!released`),
+    /// without queueing anything: for a queue on another backend than the store (see
+    /// [`WithStore`](super::WithStore)), which then sends the message itself. Returns whether
+    /// this call changed the mark (`false` too when there is no such group). Of any number of
+    /// calls marking one name, from any number of workers, exactly one gets `true`.
+    ///
+    /// # Errors
+    /// Connection errors.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may or may not have changed the mark.
+    async fn mark(&self, group: &str, name: &str, released: bool) -> Result<bool, Error>;
+
     /// The group `group` now; `None` when there is none (never opened, or expired).
     ///
     /// # Errors

@@ -2,15 +2,24 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::{
     Browse, Controls, DeadLetters, Driver, Inspect, JobStore, LimitStore, UniqueEmits, Workers,
 };
 use crate::forward;
+use crate::tracking::{GroupSpec, GroupState, JobRecord, Settled, Tally};
+use crate::{Error, Message, Priority};
 
-/// A driver that delivers through `D` and keeps its [limits](crate::flow::Limits), pauses and
-/// cancellations on another backend, for brokers that have nowhere to keep them (RabbitMQ,
-/// SQS): every worker of the queue must then use the same store. Every other facet is `D`'s.
+/// A driver that delivers through `D` and keeps its [limits](crate::flow::Limits), pauses,
+/// cancellations, job records, batches and workflows on another backend, for brokers that have
+/// nowhere to keep them (RabbitMQ, SQS): every worker of the queue must then use the same
+/// store. Every other facet is `D`'s.
+///
+/// A batch's callbacks and a workflow's steps are then marked sent in the store and published
+/// on the broker: two steps, not one. A failed publish clears the mark, so the next worker to
+/// settle a member sends it; a worker killed between the two loses that one message (the store
+/// says it was sent). On a backend that keeps both, the two are one atomic step.
 ///
 /// ```
 /// use hermes_core::driver::{Driver, WithStore};
@@ -21,7 +30,14 @@ use crate::forward;
 /// assert!(driver.limits().is_some() && driver.controls().is_some());
 /// ```
 pub struct WithStore<D> {
-    inner: D,
+    inner: Arc<D>,
+    store: Arc<dyn Driver>,
+    jobs: BrokerJobs<D>,
+}
+
+/// The [`JobStore`] of a [`WithStore`]: the store's, releasing on the broker.
+struct BrokerJobs<D> {
+    inner: Arc<D>,
     store: Arc<dyn Driver>,
 }
 
@@ -33,7 +49,12 @@ impl<D: Driver> WithStore<D> {
 
     /// `inner`, with the limit store and the controls of a shared `store`.
     pub fn from_arc(inner: D, store: Arc<dyn Driver>) -> Self {
-        WithStore { inner, store }
+        let inner = Arc::new(inner);
+        let jobs = BrokerJobs {
+            inner: inner.clone(),
+            store: store.clone(),
+        };
+        WithStore { inner, store, jobs }
     }
 
     /// The driver that delivers.
@@ -84,9 +105,94 @@ impl<D: Driver> Driver for WithStore<D> {
         self.store.controls()
     }
 
-    /// The inner driver's: a group's callbacks and steps are queued atomically with marking
-    /// them sent, which a store on another backend cannot do for a broker's queue.
     fn jobs(&self) -> Option<&dyn JobStore> {
-        self.inner.jobs()
+        self.store.jobs()?;
+        Some(&self.jobs)
+    }
+}
+
+impl<D: Driver> BrokerJobs<D> {
+    fn store(&self) -> Result<&dyn JobStore, Error> {
+        self.store.jobs().ok_or(Error::Unsupported {
+            driver: "store",
+            what: "results, batches and workflows (the jobs facet)",
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl<D: Driver> JobStore for BrokerJobs<D> {
+    async fn put(&self, record: &JobRecord, keep: Duration) -> Result<(), Error> {
+        self.store()?.put(record, keep).await
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<JobRecord>, Error> {
+        self.store()?.get(id).await
+    }
+
+    async fn open(
+        &self,
+        spec: &GroupSpec,
+        members: &[String],
+        keep: Duration,
+    ) -> Result<(), Error> {
+        self.store()?.open(spec, members, keep).await
+    }
+
+    async fn join(&self, group: &str, members: &[String]) -> Result<(), Error> {
+        self.store()?.join(group, members).await
+    }
+
+    async fn settle(
+        &self,
+        group: &str,
+        member: &str,
+        outcome: &Settled,
+        record: Option<(&JobRecord, Duration)>,
+    ) -> Result<Option<(Tally, bool)>, Error> {
+        self.store()?.settle(group, member, outcome, record).await
+    }
+
+    /// Marks `name` sent in the store, then publishes `message` on the broker; a failed
+    /// publish clears the mark again.
+    async fn release(
+        &self,
+        group: &str,
+        name: &str,
+        message: &Message,
+        priority: Priority,
+    ) -> Result<bool, Error> {
+        let store = self.store()?;
+        if !store.mark(group, name, true).await? {
+            if store.group(group).await?.is_none() {
+                return Err(Error::Group(format!("there is no group {group}")));
+            }
+            return Ok(false);
+        }
+        if let Err(e) = self.inner.send(message, priority).await {
+            if let Err(cleared) = store.mark(group, name, false).await {
+                tracing::warn!(
+                    "Clearing the mark of {name} of group {group} failed; it is not sent - {cleared}"
+                );
+            }
+            return Err(e);
+        }
+        Ok(true)
+    }
+
+    async fn mark(&self, group: &str, name: &str, released: bool) -> Result<bool, Error> {
+        self.store()?.mark(group, name, released).await
+    }
+
+    async fn group(&self, group: &str) -> Result<Option<GroupState>, Error> {
+        self.store()?.group(group).await
+    }
+
+    async fn outcomes(
+        &self,
+        group: &str,
+        members: &[String],
+    ) -> Result<Vec<Option<Settled>>, Error> {
+        self.store()?.outcomes(group, members).await
     }
 }

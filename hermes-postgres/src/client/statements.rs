@@ -79,6 +79,8 @@ pub(crate) struct Sql {
     /// `$1` queue, `$2` group, `$3` name, then the row: `$4` queue, `$5` priority, `$6` due,
     /// `$7` body, `$8` channel, `$9` message id.
     pub(crate) group_release: String,
+    /// `$1` queue, `$2` group, `$3` name, `$4` released: one row changed when the mark did.
+    pub(crate) group_mark: String,
     /// `$1` queue, `$2` group.
     pub(crate) group: String,
     /// `$1` queue, `$2` group, `$3` members.
@@ -270,6 +272,12 @@ impl Sql {
                  FROM {s}.group_settle($1, $2, $3, $4, $5, $6, $7, $8, $9)"
             ),
             group_release: format!("SELECT {s}.group_release($1, $2, $3, $4, $5, $6, $7, $8, $9)"),
+            group_mark: format!(
+                "UPDATE {s}.job_groups SET released = CASE WHEN $4 \
+                 THEN array_append(released, $3) ELSE array_remove(released, $3) END \
+                 WHERE queue = $1 AND group_id = $2 AND expires_at > {NOW} \
+                 AND ($3 = ANY(released)) <> $4"
+            ),
             group: format!(
                 "SELECT spec, total, succeeded, failed, released, finished FROM {s}.job_groups \
                  WHERE queue = $1 AND group_id = $2 AND expires_at > {NOW}"

@@ -195,6 +195,23 @@ impl JobStore for MemoryDriver {
         Ok(true)
     }
 
+    async fn mark(&self, group: &str, name: &str, released: bool) -> Result<bool, Error> {
+        let mut state = self.lock();
+        let Some(found) = state.jobs.group(group) else {
+            return Ok(false);
+        };
+        let marked = found.released.iter().any(|n| n == name);
+        if marked == released {
+            return Ok(false);
+        }
+        if released {
+            found.released.push(name.to_owned());
+        } else {
+            found.released.retain(|n| n != name);
+        }
+        Ok(true)
+    }
+
     async fn group(&self, group: &str) -> Result<Option<GroupState>, Error> {
         let mut state = self.lock();
         Ok(state.jobs.group(group).map(|found| {

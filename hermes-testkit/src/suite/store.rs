@@ -1,5 +1,5 @@
-//! The flow-control scenarios on a broker that keeps its limits, pauses and cancellations on
-//! another backend ([`WithStore`]).
+//! The flow-control and tracking scenarios on a broker that keeps its limits, pauses,
+//! cancellations, job records and groups on another backend ([`WithStore`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -63,8 +63,8 @@ super::harness::harness_around!(
 );
 
 /// Generates, for the harness built by `$harness` (a [`StoreHarness`]), one `#[test]` per
-/// flow-control scenario: a broker whose workers keep their limits, pauses and cancellations
-/// on another backend passes them as that backend does.
+/// flow-control and tracking scenario: a broker whose workers keep their limits, pauses,
+/// cancellations, results and groups on another backend passes them as that backend does.
 ///
 /// ```
 /// mod with_a_store {
@@ -86,6 +86,12 @@ macro_rules! store_suite {
             a_snoozed_job_runs_again_with_its_retries,
             pausing_stops_new_starts_and_resuming_restarts_them,
             cancelling_stops_waiting_and_running_jobs,
+            results_round_trip_with_their_type,
+            status_moves_through_its_states,
+            a_batch_runs_its_success_callback_once_after_its_last_job,
+            a_batch_with_a_dead_job_completes_without_success,
+            a_three_step_chain_passes_results_in_order,
+            a_diamond_starts_its_last_step_once_with_both_results,
         );
     };
 }
