@@ -162,6 +162,34 @@ pub(crate) enum Command {
     /// Create or upgrade the backend's tables: the PostgreSQL schema, to the version this
     /// command knows. Safe to run from several places at once; the other backends need none.
     Migrate,
+    /// What became of the job ID: its state, worker, error, progress and result, from the
+    /// record its workers keep (a day by default).
+    Job {
+        /// The message id.
+        id: String,
+        /// Print the result in full.
+        #[arg(long)]
+        result: bool,
+        /// Print JSON instead of lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The batch ID: how many of its jobs are done, succeeded and failed, and its callbacks.
+    Batch {
+        /// The batch's id.
+        id: String,
+        /// Print JSON instead of lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The workflow (or chain) ID: its state and each step's.
+    Workflow {
+        /// The workflow's id.
+        id: String,
+        /// Print JSON instead of lines.
+        #[arg(long)]
+        json: bool,
+    },
     /// The running workers: where, since when, how busy, and what they handle now.
     Workers {
         #[command(subcommand)]
@@ -248,6 +276,9 @@ impl Command {
             Command::Resume(_) => "resume",
             Command::Paused { .. } => "paused",
             Command::Cancel { .. } => "cancel",
+            Command::Job { .. } => "job",
+            Command::Batch { .. } => "batch",
+            Command::Workflow { .. } => "workflow",
         }
     }
 }

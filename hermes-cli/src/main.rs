@@ -25,6 +25,7 @@ mod peek;
 mod shutdown;
 mod stats;
 mod table;
+mod tracking;
 mod workers;
 
 use std::fmt;
@@ -192,6 +193,9 @@ async fn run(args: &Args) -> Result<(), Failure> {
             Command::Resume(target) => controls::resume(&driver, &target.target()).await,
             Command::Paused { json } => controls::paused(&driver, *json).await,
             Command::Cancel { ids, by } => controls::cancel(&driver, ids, by.as_deref()).await,
+            Command::Job { id, result, json } => tracking::job(&driver, id, *json, *result).await,
+            Command::Batch { id, json } => tracking::batch(&driver, id, *json).await,
+            Command::Workflow { id, json } => tracking::workflow(&driver, id, *json).await,
         }
     };
     tokio::time::timeout(args.timeout, done)

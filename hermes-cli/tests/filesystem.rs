@@ -462,3 +462,76 @@ async fn pause_resume_and_cancel_change_what_the_workers_read() {
     let both = queue.hermes(&["pause", "--priority", "5", "--type", "x"]);
     assert_eq!(both.status.code(), Some(2), "a usage error");
 }
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Count {
+    n: u32,
+}
+impl hermes_core::Job for Count {
+    const TYPE: &'static str = "count";
+}
+impl hermes_core::tracking::Step for Count {
+    type Output = Count;
+}
+
+#[tokio::test]
+async fn job_batch_and_workflow_show_what_became_of_them() {
+    use hermes_core::tracking::{Batch, Chain};
+    use hermes_core::{Dispatcher, Emitter, JobContext};
+
+    let queue = Queue::new("tracking");
+    let emitter = Emitter::new(queue.driver());
+    let batch = emitter
+        .emit_batch_of(
+            Batch::new().description("three counts"),
+            &[Count { n: 1 }, Count { n: 2 }, Count { n: 0 }],
+        )
+        .await
+        .unwrap();
+    let chain = Chain::new(&Count { n: 5 })
+        .and_then(|c| c.then::<Count>())
+        .unwrap();
+    let workflow = emitter.emit_workflow(chain.workflow()).await.unwrap();
+    let mut dispatcher = Dispatcher::new(queue.driver()).max_items(5);
+    dispatcher.register_step(|job: Count, _ctx: JobContext| async move {
+        if job.n == 0 {
+            return Err("zero cannot be counted".to_owned());
+        }
+        Ok(Count { n: job.n + 1 })
+    });
+    dispatcher.handle(&[]).await.unwrap();
+
+    let shown = json(&queue.hermes(&["batch", &batch, "--json"]));
+    assert_eq!(
+        (
+            &shown["total"],
+            &shown["succeeded"],
+            &shown["failed"],
+            &shown["pending"]
+        ),
+        (&3.into(), &2.into(), &1.into(), &0.into()),
+        "{shown}"
+    );
+    let lines = ok(&queue.hermes(&["batch", &batch]));
+    assert!(
+        lines.contains("three counts") && lines.contains("done"),
+        "{lines}"
+    );
+
+    let shown = ok(&queue.hermes(&["workflow", &workflow]));
+    assert!(shown.contains("succeeded"), "{shown}");
+    let last = format!("{workflow}.2");
+    let job = ok(&queue.hermes(&["job", &last]));
+    assert!(
+        job.contains("succeeded") && job.contains("bytes (--result prints it)"),
+        "{job}"
+    );
+    let job = ok(&queue.hermes(&["job", &last, "--result"]));
+    assert!(job.contains("\"n\": 7"), "{job}");
+    let record = json(&queue.hermes(&["job", &last, "--json"]));
+    assert_eq!(record["result"], serde_json::json!({"n": 7}));
+
+    let missing = queue.hermes(&["job", "no-such-job"]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no record of job no-such-job"));
+}
