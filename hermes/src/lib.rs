@@ -154,6 +154,7 @@ mod guide {
         Observing = "../../docs/src/observing.md",
         PeriodicAndUnique = "../../docs/src/periodic-and-unique.md",
         FlowControl = "../../docs/src/flow-control.md",
+        ResultsAndWorkflows = "../../docs/src/results-and-workflows.md",
         Testing = "../../docs/src/testing.md",
         Php = "../../docs/src/php.md",
         SealedPayloads = "../../docs/src/sealed-payloads.md",
