@@ -66,6 +66,7 @@ impl Emitter {
             priority: J::PRIORITY,
             due: Due::Now,
             id: None,
+            tracked: false,
         }
     }
 
@@ -99,6 +100,7 @@ pub struct JobEmit<'a, J> {
     priority: Priority,
     due: Due,
     id: Option<String>,
+    tracked: bool,
 }
 
 impl<J: Job> std::fmt::Debug for JobEmit<'_, J> {
@@ -108,6 +110,7 @@ impl<J: Job> std::fmt::Debug for JobEmit<'_, J> {
             .field("priority", &self.priority)
             .field("due", &self.due)
             .field("id", &self.id)
+            .field("tracked", &self.tracked)
             .finish_non_exhaustive()
     }
 }
@@ -140,6 +143,13 @@ impl<J: Job> JobEmit<'_, J> {
     /// Makes the job due at `time`.
     pub fn at(mut self, time: SystemTime) -> Self {
         self.due = Due::At(time);
+        self
+    }
+
+    /// Sends it [tracked](Emitter::emit_tracked): recorded as waiting (or delayed) before it is
+    /// sent, and every state it reaches recorded, so [`Emitter::status`] knows it throughout.
+    pub fn tracked(mut self) -> Self {
+        self.tracked = true;
         self
     }
 
@@ -176,7 +186,11 @@ impl<J: Job> JobEmit<'_, J> {
     /// Dropping the future may or may not have sent the job.
     pub async fn send(self) -> Result<String, Error> {
         let message = self.message()?;
-        self.emitter.emit(&message, self.priority).await?;
+        if self.tracked {
+            self.emitter.emit_tracked(&message, self.priority).await?;
+        } else {
+            self.emitter.emit(&message, self.priority).await?;
+        }
         Ok(message.id().to_owned())
     }
 }

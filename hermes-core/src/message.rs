@@ -55,6 +55,7 @@ pub struct Message {
     unique_key: Option<String>,
     limit_key: Option<String>,
     group: Option<String>,
+    tracked: bool,
 }
 
 impl Message {
@@ -71,6 +72,7 @@ impl Message {
             unique_key: None,
             limit_key: None,
             group: None,
+            tracked: false,
         }
     }
 
@@ -191,6 +193,7 @@ impl Message {
             unique_key: self.unique_key.clone(),
             limit_key: self.limit_key.clone(),
             group: self.group.clone(),
+            tracked: self.tracked,
         }
     }
 
@@ -264,6 +267,18 @@ impl Message {
         self.group.as_deref()
     }
 
+    /// Whether the message was emitted tracked
+    /// ([`Emitter::emit_tracked`](crate::Emitter::emit_tracked)): its worker then records
+    /// every state it reaches, however quickly it succeeds. Retry copies keep it.
+    pub fn is_tracked(&self) -> bool {
+        self.tracked
+    }
+
+    /// This message, tracked or not.
+    pub(crate) fn with_tracked(self, tracked: bool) -> Message {
+        Message { tracked, ..self }
+    }
+
     /// This message as a member of `group`.
     pub(crate) fn with_group(self, group: Option<String>) -> Message {
         Message { group, ..self }
@@ -297,6 +312,7 @@ impl Message {
             unique_key: None,
             limit_key: None,
             group: None,
+            tracked: false,
         }
     }
 
@@ -328,6 +344,7 @@ impl std::fmt::Debug for Message {
             .field("unique_key", &self.unique_key)
             .field("limit_key", &self.limit_key)
             .field("group", &self.group)
+            .field("tracked", &self.tracked)
             .finish()
     }
 }

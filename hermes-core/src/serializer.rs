@@ -66,7 +66,8 @@ impl Serializer for std::sync::Arc<dyn Serializer> {
 ///
 /// A member of a batch or a workflow names it after that (`,"group":"…"`), so the worker can
 /// settle it there; PHP's decoder ignores it. On decoding, one that is not a valid group id
-/// ([`tracking::check_group_id`](crate::tracking::check_group_id)) is ignored.
+/// ([`tracking::check_group_id`](crate::tracking::check_group_id)) is ignored. A message
+/// emitted [tracked](Message::is_tracked) has `,"tracked":true` last.
 ///
 /// ```
 /// use hermes_core::{JsonSerializer, Message, Serializer};
@@ -118,6 +119,9 @@ impl Serializer for JsonSerializer {
             out.extend_from_slice(b",\"group\":");
             write_string(&mut out, group);
         }
+        if message.is_tracked() {
+            out.extend_from_slice(b",\"tracked\":true");
+        }
         out.extend_from_slice(b"}}");
         Ok(out)
     }
@@ -168,6 +172,7 @@ impl Serializer for JsonSerializer {
             Some(Value::String(s)) if crate::flow::check_limit_key(&s).is_ok() => Some(s),
             _ => None,
         };
+        let tracked = take(&mut fields, "tracked") == Some(Value::Bool(true));
         let group = match take(&mut fields, "group") {
             Some(Value::String(s)) if crate::tracking::check_group_id(&s).is_ok() => Some(s),
             _ => None,
@@ -183,7 +188,8 @@ impl Serializer for JsonSerializer {
         )
         .with_unique_key(unique_key)
         .with_limit_key(limit_key)
-        .with_group(group))
+        .with_group(group)
+        .with_tracked(tracked))
     }
 }
 

@@ -10,13 +10,17 @@
 //! `cargo bench -p hermes-redis --bench redis` (`HERMES_REDIS_URL`, default
 //! redis://127.0.0.1:6379; `HERMES_BENCH_N` messages per figure, default 20,000;
 //! `HERMES_BENCH_ONLY=emit` for the one-by-one emit figures alone, `HERMES_BENCH_ONLY=latency`
-//! for the latency figures alone).
+//! for the latency figures alone, `HERMES_BENCH_ONLY=limits` for the cost of limits,
+//! `HERMES_BENCH_ONLY=batch` for the cost of a batch of 10,000 jobs).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hermes_core::flow::{Limits, Rate};
-use hermes_core::{DEFAULT_PRIORITY, Driver, Emitter, JsonSerializer, Message, Serializer};
+use hermes_core::tracking::Batch;
+use hermes_core::{
+    DEFAULT_PRIORITY, Dispatcher, Driver, Emitter, JsonSerializer, Message, Serializer, handler_fn,
+};
 use hermes_redis::{RedisOptions, RedisSetDriver};
 use hermes_testkit::bench::{
     cpu_time, emit_from_tasks, emit_in_batches, idle_latency, idle_latency_of, print_ratio, rate,
@@ -524,6 +528,92 @@ async fn limit_cost(fred: bool, key: &str, n: usize) {
     }
 }
 
+/// No-op jobs handled at `concurrency`, keeping records for a minute or (with `records` false)
+/// none.
+async fn time_handling(
+    driver: Arc<dyn Driver>,
+    concurrency: usize,
+    n: usize,
+    records: bool,
+) -> Duration {
+    let mut dispatcher = Dispatcher::from_arc(driver)
+        .concurrency(concurrency)
+        .max_items(n as u64)
+        .keep_outcomes(records.then_some(Duration::from_secs(60)));
+    dispatcher.register_handler(
+        "send-email",
+        Arc::new(handler_fn(|_m: Message| async { Ok(true) })),
+    );
+    let start = Instant::now();
+    dispatcher.handle(&[]).await.expect("the dispatcher failed");
+    start.elapsed()
+}
+
+/// The cost of batch bookkeeping: `n` no-op jobs emitted and handled at concurrency 8 as one
+/// batch (each settled in it, its callback sent once after the last), beside the same jobs
+/// emitted and handled without a batch, with records kept and without; three rounds of each,
+/// in turn, compared by their medians (emit and handling together, and handling alone).
+async fn batch_cost(fred: bool, key: &str, n: usize) {
+    let mut raw = Raw::open(fred).await;
+    let kinds = ["plain, no records", "plain, records", "one batch"];
+    let mut total = [Vec::new(), Vec::new(), Vec::new()];
+    let mut handling = [Vec::new(), Vec::new(), Vec::new()];
+    for _ in 0..3 {
+        for (i, _) in kinds.iter().enumerate() {
+            raw.del(&keys(key)).await;
+            let driver: Arc<dyn Driver> = Arc::new(driver(fred, key, |_| {}).await);
+            let emitter = Emitter::from_arc(driver.clone());
+            let messages: Vec<Message> = (0..n).map(|_| sample()).collect();
+            let start = Instant::now();
+            let mut expected = n;
+            if i == 2 {
+                let batch = emitter
+                    .open_batch(Batch::new().on_complete_message(&sample(), DEFAULT_PRIORITY))
+                    .await
+                    .expect("a batch");
+                for chunk in messages.chunks(1000) {
+                    batch
+                        .add_messages(chunk, DEFAULT_PRIORITY)
+                        .await
+                        .expect("the batch's jobs");
+                }
+                batch.close().await.expect("closing the batch");
+                expected += 1;
+            } else {
+                for chunk in messages.chunks(1000) {
+                    emitter
+                        .emit_batch(chunk, DEFAULT_PRIORITY)
+                        .await
+                        .expect("the jobs");
+                }
+            }
+            let emitted = start.elapsed();
+            let handled = time_handling(driver, 8, expected, i > 0).await;
+            total[i].push(emitted + handled);
+            handling[i].push(handled);
+        }
+    }
+    raw.del(&keys(key)).await;
+    let total = total.map(|mut runs| median(&mut runs));
+    let handling = handling.map(|mut runs| median(&mut runs));
+    for (i, kind) in kinds.iter().enumerate() {
+        println!(
+            "{:<44} {:>9.0} jobs/s emitted and handled | {:>9.0} jobs/s handled",
+            format!("{n} jobs, {kind}"),
+            rate(n, total[i]),
+            rate(n, handling[i]),
+        );
+    }
+    for (base, label) in [(0, "plain without records"), (1, "plain with records")] {
+        println!(
+            "{:<44} {:.2} emitted and handled | {:.2} handled",
+            format!("one batch against {label}"),
+            rate(n, total[2]) / rate(n, total[base]),
+            rate(n, handling[2]) / rate(n, handling[base]),
+        );
+    }
+}
+
 /// Latency: an idle worker, messages emitted one by one; polling as before wake-ups (every
 /// 100 ms), and woken at the default settings, by a long-lived emitter and by processes that
 /// each emit once and exit; and the commands an idle worker sends.
@@ -654,6 +744,17 @@ fn main() {
                 let key = format!("bench-limits-{:08x}", rand::random::<u32>());
                 println!("-- {}", if fred { "fred" } else { "redis" });
                 limit_cost(fred, &key, n).await;
+            }
+        });
+        return;
+    }
+    if only == "batch" {
+        let runtime = two_threads();
+        runtime.block_on(async {
+            for fred in [false, true] {
+                let key = format!("bench-batch-{:08x}", rand::random::<u32>());
+                println!("-- {}", if fred { "fred" } else { "redis" });
+                batch_cost(fred, &key, n.min(10_000)).await;
             }
         });
         return;

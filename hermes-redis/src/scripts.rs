@@ -729,10 +729,11 @@ return added
 ";
 
 /// KEYS: 1 the group's hash, 2 its members' hash, 3 (optional) the member's job record.
-/// ARGV: 1 the member, 2 its outcome, 3 '1' when it succeeded, 4 now, 5 how long to keep the
-/// group unfinished (ms), 6 the record, 7 how long to keep it (ms). Stores the record; counts
-/// the member once, when it is one and not settled yet, and marks the group finished when none
-/// is left. Returns nil without the group, else {total, succeeded, failed, counted}.
+/// ARGV: 1 the member, 2 its outcome, 3 '1' when it succeeded, 4 now, 5 (unused), 6 the
+/// record, 7 how long to keep it (ms). Stores the record; counts the member once, when it is
+/// one and not settled yet, and marks the group finished when none is left, to expire once
+/// kept long enough (an unfinished group expires 30 days after it was opened or last joined).
+/// Returns nil without the group, else {total, succeeded, failed, counted}.
 const GROUP_SETTLE: &str = r"
 if KEYS[3] then redis.call('SET', KEYS[3], ARGV[6], 'PX', ARGV[7]) end
 if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
@@ -744,14 +745,10 @@ if redis.call('HGET', KEYS[2], ARGV[1]) == '' then
 end
 local state = redis.call('HMGET', KEYS[1], 'total', 'succeeded', 'failed', 'keep')
 local total, succeeded, failed = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
-if counted == 1 then
-  local ttl = ARGV[5]
-  if succeeded + failed >= total then
-    redis.call('HSET', KEYS[1], 'finished', ARGV[4])
-    ttl = state[4]
-  end
-  redis.call('PEXPIRE', KEYS[1], ttl)
-  redis.call('PEXPIRE', KEYS[2], ttl)
+if counted == 1 and succeeded + failed >= total then
+  redis.call('HSET', KEYS[1], 'finished', ARGV[4])
+  redis.call('PEXPIRE', KEYS[1], state[4])
+  redis.call('PEXPIRE', KEYS[2], state[4])
 end
 return {total, succeeded, failed, counted}
 ";

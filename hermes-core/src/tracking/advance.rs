@@ -27,6 +27,8 @@ pub(crate) async fn settle_member(
     record: Option<(&JobRecord, Duration)>,
 ) -> Result<(), Error> {
     match store.settle(group, member, outcome, record).await? {
+        // A job of a batch (not a workflow's step) changes nothing while others are pending.
+        Some((tally, _)) if tally.pending() > 0 && !super::is_released(group, member) => Ok(()),
         Some(_) => advance(store, group).await,
         None => {
             tracing::warn!("Job #{member} belongs to group {group}, which is gone (expired?)");

@@ -95,7 +95,10 @@ impl Emitter {
     }
 
     /// Sends `message` as [`emit`](Self::emit) does, after recording it as waiting (or
-    /// delayed), so that [`status`](Self::status) knows it before a worker takes it.
+    /// delayed), so that [`status`](Self::status) knows it before a worker takes it; its
+    /// worker then records every state it reaches. (A job emitted otherwise leaves a record
+    /// only once it runs 50 ms, reports progress, fails, returns a result or belongs to a
+    /// batch or workflow.)
     ///
     /// # Errors
     /// As [`status`](Self::status), then as [`emit`](Self::emit) (the record is removed
@@ -115,7 +118,8 @@ impl Emitter {
         record.next_attempt = message.execute_at().filter(|_| state == JobState::Delayed);
         record.group = message.group().map(str::to_owned);
         store.put(&record, GROUP_KEPT).await?;
-        self.emit(message, priority).await
+        let message = message.clone().with_tracked(true);
+        self.emit(&message, priority).await
     }
 
     /// Opens `batch`, sends `jobs` as its members, and closes it: its callbacks are sent once

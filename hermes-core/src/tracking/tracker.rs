@@ -27,6 +27,8 @@ struct Tracked {
     record: JobRecord,
     /// The run's end is recorded: nothing more is written.
     ended: bool,
+    /// Something of this job is in the store (emitted tracked, or a write of this run).
+    stored: bool,
 }
 
 /// How a run ended, for its record.
@@ -69,6 +71,7 @@ impl Tracker {
             state: tokio::sync::Mutex::new(Tracked {
                 record,
                 ended: false,
+                stored: message.is_tracked(),
             }),
             running: std::sync::Mutex::new(None),
         }))
@@ -79,8 +82,9 @@ impl Tracker {
     pub(crate) fn mark_running(self: &Arc<Self>) {
         let tracker = self.clone();
         let task = tokio::spawn(async move {
-            let state = tracker.state.lock().await;
+            let mut state = tracker.state.lock().await;
             if !state.ended {
+                state.stored = true;
                 tracker.write(&state.record).await;
             }
         });
@@ -106,6 +110,7 @@ impl Tracker {
             at: unix_now(),
         });
         state.record.updated = unix_now();
+        state.stored = true;
         match (self.driver.jobs(), self.keep) {
             (Some(store), Some(keep)) => store.put(&state.record, keep).await,
             _ => Ok(()),
@@ -129,6 +134,10 @@ impl Tracker {
         }
         let mut state = self.state.lock().await;
         state.ended = true;
+        // A quick success with nothing to keep, of a job nobody asked to track, leaves no
+        // record: the common case costs no write.
+        let quick = ended.state == JobState::Succeeded && ended.result.is_none() && !state.stored;
+        let unremarkable = quick && state.record.group.is_none();
         let now = unix_now();
         let record = &mut state.record;
         record.state = ended.state;
@@ -152,11 +161,19 @@ impl Tracker {
         match member {
             Some(group) => {
                 let outcome = settled_of(record);
-                let kept = self.keep.map(|keep| (&*record, keep));
+                // A batch's job that succeeded quickly with nothing to keep: its outcome in the
+                // batch is all there is to know.
+                let batch_job = !super::is_released(&group, &record.id);
+                let kept = self
+                    .keep
+                    .filter(|_| !(quick && batch_job))
+                    .map(|keep| (&*record, keep));
                 super::settle_member(store, &group, &record.id, &outcome, kept).await
             }
             None => {
-                self.write(record).await;
+                if !unremarkable {
+                    self.write(record).await;
+                }
                 Ok(())
             }
         }
