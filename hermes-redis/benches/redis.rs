@@ -549,11 +549,18 @@ async fn time_handling(
     start.elapsed()
 }
 
-/// The cost of batch bookkeeping: `n` no-op jobs emitted and handled at concurrency 8 as one
+/// The cost of batch bookkeeping: `n` no-op jobs emitted and handled at concurrency 8 and 64 as one
 /// batch (each settled in it, its callback sent once after the last), beside the same jobs
 /// emitted and handled without a batch, with records kept and without; three rounds of each,
 /// in turn, compared by their medians (emit and handling together, and handling alone).
 async fn batch_cost(fred: bool, key: &str, n: usize) {
+    for concurrency in [8, 64] {
+        batch_cost_at(fred, key, n, concurrency).await;
+    }
+}
+
+/// [`batch_cost`] at `concurrency`.
+async fn batch_cost_at(fred: bool, key: &str, n: usize, concurrency: usize) {
     let mut raw = Raw::open(fred).await;
     let kinds = ["plain, no records", "plain, records", "one batch"];
     let mut total = [Vec::new(), Vec::new(), Vec::new()];
@@ -588,7 +595,7 @@ async fn batch_cost(fred: bool, key: &str, n: usize) {
                 }
             }
             let emitted = start.elapsed();
-            let handled = time_handling(driver, 8, expected, i > 0).await;
+            let handled = time_handling(driver, concurrency, expected, i > 0).await;
             total[i].push(emitted + handled);
             handling[i].push(handled);
         }
@@ -599,7 +606,7 @@ async fn batch_cost(fred: bool, key: &str, n: usize) {
     for (i, kind) in kinds.iter().enumerate() {
         println!(
             "{:<44} {:>9.0} jobs/s emitted and handled | {:>9.0} jobs/s handled",
-            format!("{n} jobs, {kind}"),
+            format!("{n} jobs, {kind}, concurrency {concurrency}"),
             rate(n, total[i]),
             rate(n, handling[i]),
         );

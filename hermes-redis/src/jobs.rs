@@ -6,12 +6,12 @@
 
 use std::time::Duration;
 
-use hermes_core::driver::{JobStore, UNFINISHED_GROUP_KEPT, async_trait};
+use hermes_core::driver::{JobStore, Settle, UNFINISHED_GROUP_KEPT, async_trait};
 use hermes_core::time::unix_now;
 use hermes_core::tracking::{GroupSpec, GroupState, JobRecord, Settled, Tally};
 use hermes_core::{Error, Message, Priority};
 
-use crate::client::{Reply, Write};
+use crate::client::Write;
 use crate::core::Core;
 use crate::scripts::Script;
 use crate::unique::Placed;
@@ -98,47 +98,63 @@ impl JobStore for Core {
         outcome: &Settled,
         record: Option<(&JobRecord, Duration)>,
     ) -> Result<Option<(Tally, bool)>, Error> {
-        let (key, member_key) = self.group_keys(group);
-        let outcome_json = outcome.encode()?;
-        let succeeded: &[u8] = if outcome.succeeded() { b"1" } else { b"0" };
-        let now = unix_now().to_string();
-        let unfinished = millis(UNFINISHED_GROUP_KEPT);
-        let mut keys = vec![key.as_str(), member_key.as_str()];
-        let record_key;
-        let (record_json, record_keep) = match record {
-            Some((record, keep)) => {
-                record_key = self.record_key(&record.id);
-                keys.push(&record_key);
-                (record.encode()?, millis(keep))
-            }
-            None => (String::new(), String::new()),
-        };
-        let reply = self
-            .client
-            .eval(
-                Script::GroupSettle,
-                &keys,
-                &[
-                    member.as_bytes(),
-                    outcome_json.as_bytes(),
-                    succeeded,
-                    now.as_bytes(),
-                    unfinished.as_bytes(),
-                    record_json.as_bytes(),
-                    record_keep.as_bytes(),
-                ],
-            )
+        let mut answers = self
+            .settle_many(&[Settle::new(group, member, outcome, record)])
             .await?;
-        if reply == Reply::Nil {
-            return Ok(None);
+        Ok(answers.pop().flatten())
+    }
+
+    async fn settle_many(
+        &self,
+        settles: &[Settle<'_>],
+    ) -> Result<Vec<Option<(Tally, bool)>>, Error> {
+        if settles.is_empty() {
+            return Ok(Vec::new());
         }
-        let numbers: Vec<u64> = reply.into_items().iter().map(Reply::count).collect();
-        match numbers[..] {
-            [total, succeeded, failed, counted] => {
-                Ok(Some((Tally::new(total, succeeded, failed), counted == 1)))
-            }
-            _ => Err(self.reply_error("the tally of a group")),
+        let mut keys = Vec::with_capacity(settles.len() * 3);
+        let mut values: Vec<Vec<u8>> = Vec::with_capacity(settles.len() * 5 + 1);
+        values.push(unix_now().to_string().into_bytes());
+        for settle in settles {
+            let (group, members) = self.group_keys(settle.group);
+            let (record_key, record, keep) = match settle.record {
+                Some((record, keep)) => (
+                    self.record_key(&record.id),
+                    record.encode()?.into_bytes(),
+                    millis(keep).into_bytes(),
+                ),
+                None => (group.clone(), Vec::new(), Vec::new()),
+            };
+            keys.extend([group, members, record_key]);
+            values.extend([
+                settle.member.as_bytes().to_vec(),
+                settle.outcome.encode()?.into_bytes(),
+                if settle.outcome.succeeded() {
+                    b"1".to_vec()
+                } else {
+                    b"0".to_vec()
+                },
+                record,
+                keep,
+            ]);
         }
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let args: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
+        let reply = self.client.eval(Script::GroupSettle, &keys, &args).await?;
+        let numbers: Vec<i64> = reply
+            .into_items()
+            .iter()
+            .map(|n| n.as_int().unwrap_or(0))
+            .collect();
+        if numbers.len() != settles.len() * 4 {
+            return Err(self.reply_error("settling members of groups"));
+        }
+        Ok(numbers
+            .chunks(4)
+            .map(|n| {
+                let count = |i: usize| u64::try_from(n[i]).unwrap_or(0);
+                (n[0] >= 0).then(|| (Tally::new(count(0), count(1), count(2)), n[3] == 1))
+            })
+            .collect())
     }
 
     async fn release(

@@ -728,29 +728,43 @@ redis.call('PEXPIRE', KEYS[2], ARGV[1])
 return added
 ";
 
-/// KEYS: 1 the group's hash, 2 its members' hash, 3 (optional) the member's job record.
-/// ARGV: 1 the member, 2 its outcome, 3 '1' when it succeeded, 4 now, 5 (unused), 6 the
-/// record, 7 how long to keep it (ms). Stores the record; counts the member once, when it is
-/// one and not settled yet, and marks the group finished when none is left, to expire once
-/// kept long enough (an unfinished group expires 30 days after it was opened or last joined).
-/// Returns nil without the group, else {total, succeeded, failed, counted}.
+/// Settles members of groups, each once. KEYS: per settle, 3 keys: the group's hash, its
+/// members' hash, and the member's job record (the group's hash again when there is none).
+/// ARGV: 1 now, then per settle 5 values: the member, its outcome, '1' when it succeeded, the
+/// record ('' for none), how long to keep it (ms). Stores each record; counts each member
+/// once, when it is one and not settled yet, and marks its group finished when none is left,
+/// to expire once kept long enough (an unfinished group expires 30 days after it was opened or
+/// last joined). Returns per settle {total, succeeded, failed, counted}, total -1 without the
+/// group.
 const GROUP_SETTLE: &str = r"
-if KEYS[3] then redis.call('SET', KEYS[3], ARGV[6], 'PX', ARGV[7]) end
-if redis.call('EXISTS', KEYS[1]) == 0 then return nil end
-local counted = 0
-if redis.call('HGET', KEYS[2], ARGV[1]) == '' then
-  redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-  redis.call('HINCRBY', KEYS[1], ARGV[3] == '1' and 'succeeded' or 'failed', 1)
-  counted = 1
+local out = {}
+for i = 0, #KEYS / 3 - 1 do
+  local group, members, record = KEYS[3 * i + 1], KEYS[3 * i + 2], KEYS[3 * i + 3]
+  local member, outcome, succeeded = ARGV[5 * i + 2], ARGV[5 * i + 3], ARGV[5 * i + 4]
+  if ARGV[5 * i + 5] ~= '' then
+    redis.call('SET', record, ARGV[5 * i + 5], 'PX', ARGV[5 * i + 6])
+  end
+  if redis.call('EXISTS', group) == 0 then
+    table.insert(out, -1); table.insert(out, 0); table.insert(out, 0); table.insert(out, 0)
+  else
+    local counted = 0
+    if redis.call('HGET', members, member) == '' then
+      redis.call('HSET', members, member, outcome)
+      redis.call('HINCRBY', group, succeeded == '1' and 'succeeded' or 'failed', 1)
+      counted = 1
+    end
+    local state = redis.call('HMGET', group, 'total', 'succeeded', 'failed', 'keep')
+    local total, ok, failed = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
+    if counted == 1 and ok + failed >= total then
+      redis.call('HSET', group, 'finished', ARGV[1])
+      redis.call('PEXPIRE', group, state[4])
+      redis.call('PEXPIRE', members, state[4])
+    end
+    table.insert(out, total); table.insert(out, ok); table.insert(out, failed)
+    table.insert(out, counted)
+  end
 end
-local state = redis.call('HMGET', KEYS[1], 'total', 'succeeded', 'failed', 'keep')
-local total, succeeded, failed = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
-if counted == 1 and succeeded + failed >= total then
-  redis.call('HSET', KEYS[1], 'finished', ARGV[4])
-  redis.call('PEXPIRE', KEYS[1], state[4])
-  redis.call('PEXPIRE', KEYS[2], state[4])
-end
-return {total, succeeded, failed, counted}
+return out
 ";
 
 /// KEYS: 1 the group's hash, 2 the message's set, 3 schedule, 4 priority index of the

@@ -247,6 +247,7 @@ impl Dispatcher {
             controls: controls::ControlState::default(),
             slot_cache: slot_cache::SlotCache::default(),
             start_cache: start_cache::StartCache::default(),
+            settles: Arc::default(),
         });
         let slot_keeper = (!self.limits.is_empty()).then(|| {
             let ctx = ctx.clone();

@@ -58,6 +58,8 @@ pub(super) struct Context {
     pub(super) slot_cache: SlotCache,
     /// Starts of rates recorded ahead, not used yet.
     pub(super) start_cache: StartCache,
+    /// Settles in batches and workflows of runs that end together, sent in one call.
+    pub(super) settles: Arc<crate::tracking::Gatherer>,
 }
 
 /// What became of a delivery.
@@ -431,6 +433,7 @@ fn tracker_of(ctx: &Context, delivery: &Delivery) -> Option<Arc<Tracker>> {
         delivery.priority(),
         &ctx.worker,
         ctx.options.keep_outcomes,
+        &ctx.settles,
     )
 }
 

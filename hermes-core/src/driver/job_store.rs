@@ -7,6 +7,37 @@ use async_trait::async_trait;
 use crate::tracking::{GroupSpec, GroupState, JobRecord, Settled, Tally};
 use crate::{Error, Message, Priority};
 
+/// One settle of [`JobStore::settle_many`]: the arguments of [`JobStore::settle`].
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct Settle<'a> {
+    /// The group.
+    pub group: &'a str,
+    /// The member settled.
+    pub member: &'a str,
+    /// How it ended.
+    pub outcome: &'a Settled,
+    /// The record stored with it, and how long it is kept.
+    pub record: Option<(&'a JobRecord, Duration)>,
+}
+
+impl<'a> Settle<'a> {
+    /// A settle of `member` of `group` as `outcome`, storing `record`.
+    pub fn new(
+        group: &'a str,
+        member: &'a str,
+        outcome: &'a Settled,
+        record: Option<(&'a JobRecord, Duration)>,
+    ) -> Self {
+        Settle {
+            group,
+            member,
+            outcome,
+            record,
+        }
+    }
+}
+
 /// How long an unfinished group is kept after its last change: 30 days. A group whose
 /// members were lost (purged, say) goes then.
 pub const UNFINISHED_GROUP_KEPT: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -83,6 +114,28 @@ pub trait JobStore: Send + Sync {
         outcome: &Settled,
         record: Option<(&JobRecord, Duration)>,
     ) -> Result<Option<(Tally, bool)>, Error>;
+
+    /// Settles each of `settles` as [`settle`](Self::settle) does, in order, and answers in
+    /// the same order. A dispatcher gathers the settles of runs that end together into one
+    /// call; a backend that can settle many in one request does so. The default settles them
+    /// one by one.
+    ///
+    /// # Errors
+    /// Connection errors; some of the settles may have been made then (settling again is
+    /// harmless).
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may have made some of the settles.
+    async fn settle_many(
+        &self,
+        settles: &[Settle<'_>],
+    ) -> Result<Vec<Option<(Tally, bool)>>, Error> {
+        let mut answers = Vec::with_capacity(settles.len());
+        for s in settles {
+            answers.push(self.settle(s.group, s.member, s.outcome, s.record).await?);
+        }
+        Ok(answers)
+    }
 
     /// Queues `message` on `priority` as [`send`](super::Driver::send) does, unless `group`
     /// released `name` already, in one atomic step: of any number of calls for one name, from

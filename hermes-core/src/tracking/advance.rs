@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::gather::Gatherer;
 use super::group::{GroupKind, GroupState, Planned, Settled, StepSpec};
 use super::{ON_COMPLETE, ON_SUCCESS, member_id};
 use crate::Error;
@@ -26,7 +27,27 @@ pub(crate) async fn settle_member(
     outcome: &Settled,
     record: Option<(&JobRecord, Duration)>,
 ) -> Result<(), Error> {
-    match store.settle(group, member, outcome, record).await? {
+    settle_member_with(store, None, group, member, outcome, record).await
+}
+
+/// [`settle_member`], its settle gathered with others by `gatherer` when given.
+pub(crate) async fn settle_member_with(
+    store: &dyn JobStore,
+    gatherer: Option<&Gatherer>,
+    group: &str,
+    member: &str,
+    outcome: &Settled,
+    record: Option<(&JobRecord, Duration)>,
+) -> Result<(), Error> {
+    let settled = match gatherer {
+        Some(gatherer) => {
+            gatherer
+                .settle(store, group, member, outcome, record)
+                .await?
+        }
+        None => store.settle(group, member, outcome, record).await?,
+    };
+    match settled {
         // A job of a batch (not a workflow's step) changes nothing while others are pending.
         Some((tally, _)) if tally.pending() > 0 && !super::is_released(group, member) => Ok(()),
         Some(_) => advance(store, group).await,

@@ -61,6 +61,7 @@
 
 mod advance;
 mod batch;
+mod gather;
 mod group;
 mod record;
 mod tracker;
@@ -69,8 +70,9 @@ mod workflow;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-pub(crate) use advance::{advance, settle_member};
+pub(crate) use advance::{advance, settle_member, settle_member_with};
 pub use batch::{Batch, BatchStatus, CallbackState};
+pub(crate) use gather::Gatherer;
 pub use group::{GroupKind, GroupSpec, GroupState, Planned, Settled, StepSpec, Tally};
 pub use record::{JobRecord, JobState, MAX_NOTE_LEN, Progress};
 pub(crate) use tracker::{Ended, RUNNING_AFTER, Tracker, settled_of};

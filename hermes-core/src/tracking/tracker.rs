@@ -21,6 +21,8 @@ pub(crate) struct Tracker {
     state: tokio::sync::Mutex<Tracked>,
     /// The write of the running state, when it was started.
     running: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Gathers the settles of the dispatcher's runs.
+    gatherer: Arc<super::Gatherer>,
 }
 
 struct Tracked {
@@ -50,6 +52,7 @@ impl Tracker {
         priority: Priority,
         worker: &str,
         keep: Option<Duration>,
+        gatherer: &Arc<super::Gatherer>,
     ) -> Option<Arc<Tracker>> {
         driver.jobs()?;
         if keep.is_none() && message.group().is_none() {
@@ -74,6 +77,7 @@ impl Tracker {
                 stored: message.is_tracked(),
             }),
             running: std::sync::Mutex::new(None),
+            gatherer: gatherer.clone(),
         }))
     }
 
@@ -168,7 +172,8 @@ impl Tracker {
                     .keep
                     .filter(|_| !(quick && batch_job))
                     .map(|keep| (&*record, keep));
-                super::settle_member(store, &group, &record.id, &outcome, kept).await
+                let gatherer = Some(&*self.gatherer);
+                super::settle_member_with(store, gatherer, &group, &record.id, &outcome, kept).await
             }
             None => {
                 if !unremarkable {
