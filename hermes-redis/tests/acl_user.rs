@@ -54,6 +54,8 @@ pub const RULES: &[&str] = &[
     "+hexists",
     "+hgetall",
     "+hmget",
+    "+hsetnx",
+    "+hincrby",
     "+get",
     "+set",
     "+del",
