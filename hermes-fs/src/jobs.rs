@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use hermes_core::driver::{JobStore, UNFINISHED_GROUP_KEPT, async_trait, unique_backend_name};
+use hermes_core::driver::{
+    JobStore, UNFINISHED_GROUP_KEPT, async_trait, mark_in, unique_backend_name,
+};
 use hermes_core::time::unix_now;
 use hermes_core::tracking::{GroupSpec, GroupState, JobRecord, Settled, Tally};
 use hermes_core::{Error, Message, Priority};
@@ -313,15 +315,8 @@ impl JobStore for Core {
         let Some(mut found) = Self::read_group(&folder, now)? else {
             return Ok(false);
         };
-        let marked = found.released.iter().any(|n| n == name);
-        if marked == released {
+        if !mark_in(&mut found.released, name, released) {
             return Ok(false);
-        }
-        if released {
-            found.released.push(name.to_owned());
-            found.released.sort();
-        } else {
-            found.released.retain(|n| n != name);
         }
         Self::write_group(&folder, &found)?;
         Ok(true)

@@ -172,15 +172,7 @@ impl JobStore for Core {
         } = self.placed(message, priority)?;
         let (key, _) = self.group_keys(group);
         let carried = self.carry();
-        let mut keys = vec![
-            key.as_str(),
-            &*set,
-            &self.keys.schedule,
-            &self.keys.schedule_index,
-        ];
-        if carried.is_some() {
-            keys.push(&self.keys.wake);
-        }
+        let keys = self.placing_keys(&key, &set, carried.is_some());
         let reply = self
             .emit_write(Write::Script(
                 Script::GroupRelease,

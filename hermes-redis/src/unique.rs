@@ -45,6 +45,21 @@ impl Core {
         })
     }
 
+    /// The keys of a script that checks `first` and queues a message placed in `set`: `first`,
+    /// the set, the schedule and its priority index, and the wake list when `wake`.
+    pub(crate) fn placing_keys<'a>(
+        &'a self,
+        first: &'a str,
+        set: &'a str,
+        wake: bool,
+    ) -> Vec<&'a str> {
+        let mut keys = vec![first, set, &self.keys.schedule, &self.keys.schedule_index];
+        if wake {
+            keys.push(&self.keys.wake);
+        }
+        keys
+    }
+
     /// The Redis key of the uniqueness key `key`.
     fn unique_key(&self, key: &str) -> String {
         format!("{}_{}", self.keys.default_set, unique_backend_name(key))
@@ -67,15 +82,7 @@ impl UniqueEmits for Core {
         } = self.placed(message, priority)?;
         let lock = self.unique_key(unique.key());
         let carried = self.carry();
-        let mut keys = vec![
-            lock.as_str(),
-            &*set,
-            &self.keys.schedule,
-            &self.keys.schedule_index,
-        ];
-        if carried.is_some() {
-            keys.push(&self.keys.wake);
-        }
+        let keys = self.placing_keys(&lock, &set, carried.is_some());
         let window_ms = unique.window().as_millis().max(1).to_string();
         let reply = self
             .emit_write(Write::Script(

@@ -38,6 +38,23 @@ impl<'a> Settle<'a> {
     }
 }
 
+/// Marks `name` in the names `released` (`mark`), or clears it (`!mark`), for a backend that
+/// keeps a group's release marks as a list; returns whether the list changed, as
+/// [`JobStore::mark`] answers.
+pub fn mark_in(released: &mut Vec<String>, name: &str, mark: bool) -> bool {
+    let marked = released.iter().any(|n| n == name);
+    if marked == mark {
+        return false;
+    }
+    if mark {
+        released.push(name.to_owned());
+        released.sort();
+    } else {
+        released.retain(|n| n != name);
+    }
+    true
+}
+
 /// How long an unfinished group is kept after its last change: 30 days. A group whose
 /// members were lost (purged, say) goes then.
 pub const UNFINISHED_GROUP_KEPT: Duration = Duration::from_secs(30 * 24 * 3600);

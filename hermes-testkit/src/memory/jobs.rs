@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use hermes_core::driver::{JobStore, UNFINISHED_GROUP_KEPT, async_trait};
+use hermes_core::driver::{JobStore, UNFINISHED_GROUP_KEPT, async_trait, mark_in};
 use hermes_core::time::unix_now;
 use hermes_core::tracking::{GroupSpec, GroupState, JobRecord, Settled, Tally};
 use hermes_core::{Error, Message, Priority};
@@ -200,16 +200,7 @@ impl JobStore for MemoryDriver {
         let Some(found) = state.jobs.group(group) else {
             return Ok(false);
         };
-        let marked = found.released.iter().any(|n| n == name);
-        if marked == released {
-            return Ok(false);
-        }
-        if released {
-            found.released.push(name.to_owned());
-        } else {
-            found.released.retain(|n| n != name);
-        }
-        Ok(true)
+        Ok(mark_in(&mut found.released, name, released))
     }
 
     async fn group(&self, group: &str) -> Result<Option<GroupState>, Error> {
