@@ -1,7 +1,7 @@
 //! What became of jobs, and jobs that wait for one another: results, status and progress by
 //! id; batches with callbacks; chains and workflows.
 //!
-//! - A handler may return a value: a [`Job`](crate::Job) handler returns any serde type, kept
+//! - A handler may return a value: a [`Job`] handler returns any serde type, kept
 //!   with the job's [`JobRecord`] for the dispatcher's retention window and read by id
 //!   ([`Emitter::result`](crate::Emitter::result), [`Emitter::wait_for`](crate::Emitter::wait_for)).
 //!   The record also says where the job stands ([`JobState`]) and its
