@@ -7,9 +7,9 @@ use std::time::{Duration, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::bookkeeping::Tracker;
 use crate::driver::Delivery;
 use crate::time::from_unix;
-use crate::tracking::Tracker;
 use crate::{Driver, Error, Message, Priority};
 
 /// The message a typed handler runs, and its signals: handed to every

@@ -48,12 +48,14 @@
 //! [`Handler`] trait that takes a message and returns a `bool`, [`EchoHandler`], and Hermes' log
 //! lines. Typed and untyped handlers, Rust and PHP emitters mix on one queue.
 
+mod bookkeeping;
 mod context;
 pub mod cron;
 mod dispatcher;
 pub mod driver;
 mod emitter;
 mod emitter_controls;
+mod emitter_tracking;
 mod error;
 pub mod flow;
 mod handler;
@@ -78,6 +80,7 @@ pub use cron::{CatchUp, CronEntry, Scheduler};
 pub use dispatcher::{Dispatcher, DispatcherOptions, HandlerOutcome, HandlerRun, Report};
 pub use driver::{DEFAULT_PRIORITY, Driver, Priority};
 pub use emitter::Emitter;
+pub use emitter_tracking::OpenBatch;
 pub use error::{BoxError, DecodeError, Error};
 pub use handler::{EchoHandler, FnHandler, Handler, HandlerError, IntoHandler, handler_fn};
 pub use job::Job;

@@ -15,13 +15,14 @@ use super::run::{Env, HandlerMap, run_handlers};
 use super::slot_cache::{SlotCache, Slots};
 use super::start_cache::StartCache;
 use super::{DispatcherOptions, HandlerOutcome};
+use crate::bookkeeping::{Ended, RUNNING_AFTER, Tracker, settled_of};
 use crate::context::Claim;
 use crate::driver::Delivery;
 use crate::flow::{Admission, Bound, Cancellation};
 use crate::inspect::{DeadKind, DeadReason};
 use crate::telemetry;
 use crate::time::unix_now;
-use crate::tracking::{Ended, JobState, RUNNING_AFTER, Tracker, settled_of};
+use crate::tracking::JobState;
 use crate::{Driver, Error, Message, Priority, Shutdown};
 
 /// What the workers of one `handle` call share.
@@ -59,7 +60,7 @@ pub(super) struct Context {
     /// Starts of rates recorded ahead, not used yet.
     pub(super) start_cache: StartCache,
     /// Settles in batches and workflows of runs that end together, sent in one call.
-    pub(super) settles: Arc<crate::tracking::Gatherer>,
+    pub(super) settles: Arc<crate::bookkeeping::Gatherer>,
 }
 
 /// What became of a delivery.
@@ -507,7 +508,7 @@ async fn done_before(ctx: &Context, delivery: &Delivery) -> bool {
         Ok(())
     } else {
         with_retries(ctx, || {
-            crate::tracking::settle_member(store, group, message.id(), &outcome, None)
+            crate::bookkeeping::settle_member(store, group, message.id(), &outcome, None)
         })
         .await
     };

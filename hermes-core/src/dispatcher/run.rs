@@ -33,7 +33,7 @@ pub(super) struct Env {
     /// The most bytes a result may take as JSON.
     pub(super) max_result_size: usize,
     /// Where a handler's progress goes; none outside a worker.
-    pub(super) tracker: Option<std::sync::Arc<crate::tracking::Tracker>>,
+    pub(super) tracker: Option<std::sync::Arc<crate::bookkeeping::Tracker>>,
 }
 
 impl Env {

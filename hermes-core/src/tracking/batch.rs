@@ -159,7 +159,7 @@ pub struct BatchStatus {
     pub description: Option<String>,
     /// The batch it belongs to.
     pub parent: Option<String>,
-    /// Whether jobs may still be added from outside ([`OpenBatch::close`](crate::tracking::OpenBatch::close) was not called).
+    /// Whether jobs may still be added from outside ([`OpenBatch::close`](crate::OpenBatch::close) was not called).
     pub open: bool,
     /// Jobs (and nested batches) added.
     pub total: u64,

@@ -59,23 +59,18 @@
 //! # Ok(()) }
 //! ```
 
-mod advance;
 mod batch;
-mod gather;
 mod group;
 mod record;
-mod tracker;
 mod workflow;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-pub(crate) use advance::{advance, settle_member, settle_member_with};
 pub use batch::{Batch, BatchStatus, CallbackState};
-pub(crate) use gather::Gatherer;
 pub use group::{GroupKind, GroupSpec, GroupState, Planned, Settled, StepSpec, Tally};
 pub use record::{JobRecord, JobState, MAX_NOTE_LEN, Progress};
-pub(crate) use tracker::{Ended, RUNNING_AFTER, Tracker, settled_of};
+pub(crate) use workflow::NOT_RUN;
 pub use workflow::{
     AnyStep, Chain, MAX_STEPS, StepRef, StepState, StepStatus, Workflow, WorkflowState,
     WorkflowStatus,
@@ -171,9 +166,6 @@ pub(crate) fn is_released(group: &str, id: &str) -> bool {
     id.strip_prefix(group)
         .is_some_and(|rest| rest.starts_with('.'))
 }
-
-mod emit;
-pub use emit::OpenBatch;
 
 #[cfg(test)]
 mod tests {

@@ -6,10 +6,12 @@ use std::marker::PhantomData;
 
 use serde::{Deserialize, Serialize};
 
-use super::advance::NOT_RUN;
 use super::group::{GroupKind, GroupSpec, GroupState, Planned, Settled, StepSpec};
 use super::{Step, check_step_name};
 use crate::{Error, Job, Message, Priority};
+
+/// The start of the reason of a step that never ran because one before it failed.
+pub(crate) const NOT_RUN: &str = "not run: step";
 
 /// The most steps a workflow may have.
 pub const MAX_STEPS: usize = 1000;

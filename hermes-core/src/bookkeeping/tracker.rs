@@ -3,8 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{JobRecord, JobState, MAX_NOTE_LEN, Progress, Settled};
+use super::Gatherer;
 use crate::time::unix_now;
+use crate::tracking::{
+    JobRecord, JobState, MAX_NOTE_LEN, Progress, Settled, is_callback, is_released,
+};
 use crate::{Driver, Error, Message, Priority};
 
 /// How long a job runs before the worker records it as running: a job done sooner goes from
@@ -22,7 +25,7 @@ pub(crate) struct Tracker {
     /// The write of the running state, when it was started.
     running: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Gathers the settles of the dispatcher's runs.
-    gatherer: Arc<super::Gatherer>,
+    gatherer: Arc<Gatherer>,
 }
 
 struct Tracked {
@@ -52,7 +55,7 @@ impl Tracker {
         priority: Priority,
         worker: &str,
         keep: Option<Duration>,
-        gatherer: &Arc<super::Gatherer>,
+        gatherer: &Arc<Gatherer>,
     ) -> Option<Arc<Tracker>> {
         driver.jobs()?;
         if keep.is_none() && message.group().is_none() {
@@ -161,13 +164,13 @@ impl Tracker {
         let member = record
             .group
             .clone()
-            .filter(|group| ended.state.is_final() && !super::is_callback(group, &record.id));
+            .filter(|group| ended.state.is_final() && !is_callback(group, &record.id));
         match member {
             Some(group) => {
                 let outcome = settled_of(record);
                 // A batch's job that succeeded quickly with nothing to keep: its outcome in the
                 // batch is all there is to know.
-                let batch_job = !super::is_released(&group, &record.id);
+                let batch_job = !is_released(&group, &record.id);
                 let kept = self
                     .keep
                     .filter(|_| !(quick && batch_job))

@@ -1,14 +1,16 @@
-//! The emitter's side: reading what became of jobs, opening batches and workflows.
+//! The emitter's side of results, batches and workflows: reading what became of jobs, opening
+//! batches and workflows.
 
 use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
 
-use super::{
-    Batch, BatchStatus, JobRecord, JobState, ON_COMPLETE, ON_SUCCESS, Settled, Workflow,
+use crate::bookkeeping::{advance, settle_member};
+use crate::driver::JobStore;
+use crate::tracking::{
+    Batch, BatchStatus, GroupKind, JobRecord, JobState, ON_COMPLETE, ON_SUCCESS, Settled, Workflow,
     WorkflowStatus, member_id, opener_id,
 };
-use crate::driver::JobStore;
 use crate::{Emitter, Error, Job, Message, Priority};
 
 /// How long a group's state is kept once it is finished, unless the emitter says otherwise:
@@ -221,16 +223,16 @@ impl Emitter {
         let spec = workflow.spec()?;
         let store = self.jobs()?;
         let members: Vec<String> = match &spec.kind {
-            super::GroupKind::Workflow { steps } => {
+            GroupKind::Workflow { steps } => {
                 steps.iter().map(|s| member_id(&spec.id, &s.name)).collect()
             }
-            super::GroupKind::Batch { .. } => Vec::new(),
+            GroupKind::Batch { .. } => Vec::new(),
         };
         if let Some(parent) = &spec.parent {
             store.join(parent, std::slice::from_ref(&spec.id)).await?;
         }
         store.open(&spec, &members, GROUP_KEPT).await?;
-        super::advance(store, &spec.id).await?;
+        advance(store, &spec.id).await?;
         Ok(spec.id)
     }
 
@@ -247,10 +249,8 @@ impl Emitter {
             return Ok(None);
         };
         let names: Vec<String> = match &state.spec.kind {
-            super::GroupKind::Workflow { steps } => {
-                steps.iter().map(|s| member_id(id, &s.name)).collect()
-            }
-            super::GroupKind::Batch { .. } => return Ok(None),
+            GroupKind::Workflow { steps } => steps.iter().map(|s| member_id(id, &s.name)).collect(),
+            GroupKind::Batch { .. } => return Ok(None),
         };
         let outcomes = store.outcomes(id, &names).await?;
         Ok(WorkflowStatus::from_state(&state, outcomes))
@@ -318,7 +318,7 @@ impl OpenBatch<'_> {
                 reason: format!("it could not be sent: {e}"),
             };
             for id in &ids {
-                if let Err(e) = super::settle_member(store, &self.id, id, &outcome, None).await {
+                if let Err(e) = settle_member(store, &self.id, id, &outcome, None).await {
                     tracing::warn!(
                         "Settling unsent job #{id} of batch {} failed - {e}",
                         self.id
@@ -341,6 +341,6 @@ impl OpenBatch<'_> {
     pub async fn close(&self) -> Result<(), Error> {
         let store = self.emitter.jobs()?;
         let outcome = Settled::Succeeded { result: None };
-        super::settle_member(store, &self.id, &opener_id(&self.id), &outcome, None).await
+        settle_member(store, &self.id, &opener_id(&self.id), &outcome, None).await
     }
 }

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use super::{JobRecord, Settled, Tally};
 use crate::Error;
 use crate::driver::{JobStore, Settle};
+use crate::tracking::{JobRecord, Settled, Tally};
 
 type Answer = Result<Option<(Tally, bool)>, Error>;
 

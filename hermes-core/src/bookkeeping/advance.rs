@@ -8,11 +8,12 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::gather::Gatherer;
-use super::group::{GroupKind, GroupState, Planned, Settled, StepSpec};
-use super::{ON_COMPLETE, ON_SUCCESS, member_id};
 use crate::Error;
 use crate::driver::JobStore;
-use crate::tracking::JobRecord;
+use crate::tracking::{
+    GroupKind, GroupState, JobRecord, NOT_RUN, ON_COMPLETE, ON_SUCCESS, Planned, Settled, StepSpec,
+    is_released, member_id,
+};
 
 /// The deepest nesting of groups followed upward; a deeper chain of parents (or a loop in
 /// stored data) stops there.
@@ -49,7 +50,7 @@ pub(crate) async fn settle_member_with(
     };
     match settled {
         // A job of a batch (not a workflow's step) changes nothing while others are pending.
-        Some((tally, _)) if tally.pending() > 0 && !super::is_released(group, member) => Ok(()),
+        Some((tally, _)) if tally.pending() > 0 && !is_released(group, member) => Ok(()),
         Some(_) => advance(store, group).await,
         None => {
             tracing::warn!("Job #{member} belongs to group {group}, which is gone (expired?)");
@@ -192,9 +193,6 @@ async fn advance_workflow(
     }
     Ok(skipped)
 }
-
-/// The start of the reason of a step that never ran because one before it failed.
-pub(crate) const NOT_RUN: &str = "not run: step";
 
 /// Queues the message `name` of `state`'s group once, with `input` as its payload when given.
 async fn release(
