@@ -40,9 +40,10 @@ if [ "$*" = "--workspace" ]; then
     ./examples/e2e.sh "$backend"
   done
   passed=$((passed + 6))
-  # Every driver under repeated kills, pauses and broker restarts, and each broker's outages.
+  # Every driver under repeated kills, pauses and broker restarts, with a limit, with batches and
+  # chains, and each broker's outages: 26 runs.
   ./scripts/soak.sh
-  passed=$((passed + 15))
+  passed=$((passed + 26))
 fi
 echo
 echo "total: $passed passed, 0 failed"

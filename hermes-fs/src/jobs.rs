@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use hermes_core::driver::{
-    JobStore, UNFINISHED_GROUP_KEPT, async_trait, mark_in, unique_backend_name,
+    JobStore, UNFINISHED_GROUP_KEPT, async_trait, claim_mark, claimant_in, mark_in,
+    unique_backend_name,
 };
 use hermes_core::time::unix_now;
 use hermes_core::tracking::{GroupSpec, GroupState, JobRecord, Settled, Tally};
@@ -51,6 +52,11 @@ struct GroupFile {
     /// How long it is kept once finished, in seconds.
     keep: f64,
     expires: f64,
+    /// The member the last settle counted, and its outcome: written with the counts, before
+    /// the member's own file, so a settle cut off between the two is completed by whoever
+    /// takes the lock next (see [`Core::complete_last_settle`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_settled: Option<(String, Settled)>,
 }
 
 impl GroupFile {
@@ -115,11 +121,42 @@ impl Core {
         locked::replace(&folder.join("group.json"), &bytes)
     }
 
-    /// Adds the members not there yet; returns how many it added.
+    /// Writes the outcome of the member the last settle counted into the member's file when a
+    /// process was killed before it could: the counts in `group.json` and the members' files
+    /// then agree again. Called under the group's lock.
+    fn complete_last_settle(folder: &Path, group: &GroupFile) -> Result<(), Error> {
+        let Some((member, outcome)) = &group.last_settled else {
+            return Ok(());
+        };
+        let path = Self::member_path(folder, member);
+        if read(&path)?.is_some_and(|bytes| bytes.is_empty()) {
+            locked::replace(&path, outcome.encode()?.as_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// How many members the group in `folder` has: its files in `members/`, not counting
+    /// temporary ones.
+    fn count_members(folder: &Path) -> Result<u64, Error> {
+        let dir = folder.join("members");
+        let entries = fs::read_dir(&dir).map_err(|e| io_error("list", &dir, e))?;
+        let mut count = 0;
+        for entry in entries {
+            let entry = entry.map_err(|e| io_error("list", &dir, e))?;
+            // Not the temporary file of a write cut off half way.
+            if !entry.file_name().to_string_lossy().starts_with('.') {
+                count += 1;
+            }
+        }
+        Ok(count)
+    }
+
+    /// Adds the members not there yet; returns how many the group has now. The count comes
+    /// from the folder, not from what was added: a process killed after creating the files
+    /// and before writing the total leaves them counted by the next join.
     fn add_members(folder: &Path, members: &[String]) -> Result<u64, Error> {
         let dir = folder.join("members");
         fs::create_dir_all(&dir).map_err(|e| io_error("create", &dir, e))?;
-        let mut added = 0;
         for member in members {
             let path = Self::member_path(folder, member);
             match fs::OpenOptions::new()
@@ -127,12 +164,12 @@ impl Core {
                 .create_new(true)
                 .open(&path)
             {
-                Ok(_) => added += 1,
+                Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
                 Err(e) => return Err(io_error("create", &path, e)),
             }
         }
-        Ok(added)
+        Self::count_members(folder)
     }
 
     /// Removes expired records and groups, at most once a minute per process.
@@ -223,6 +260,7 @@ impl JobStore for Core {
             finished: None,
             keep: keep.as_secs_f64(),
             expires: now,
+            last_settled: None,
         };
         group.touch(now);
         Self::write_group(&folder, &group)
@@ -240,7 +278,7 @@ impl JobStore for Core {
                 "group {group} is finished: every member is done, nothing more can join"
             )));
         }
-        found.total += Self::add_members(&folder, members)?;
+        found.total = Self::add_members(&folder, members)?;
         found.touch(now);
         Self::write_group(&folder, &found)
     }
@@ -261,12 +299,15 @@ impl JobStore for Core {
         let Some(mut found) = Self::read_group(&folder, now)? else {
             return Ok(None);
         };
+        Self::complete_last_settle(&folder, &found)?;
         let path = Self::member_path(&folder, member);
         let pending = read(&path)?.is_some_and(|bytes| bytes.is_empty());
         if !pending {
             return Ok(Some((found.tally(), false)));
         }
-        locked::replace(&path, outcome.encode()?.as_bytes())?;
+        // The counts first, with the outcome beside them, then the member's file: a process
+        // killed between the two leaves the member counted once, and the next settle (of this
+        // member, when its job comes back, or of any other) writes its file.
         if outcome.succeeded() {
             found.succeeded += 1;
         } else {
@@ -275,8 +316,10 @@ impl JobStore for Core {
         if found.tally().pending() == 0 {
             found.finished = Some(now);
         }
+        found.last_settled = Some((member.to_owned(), outcome.clone()));
         found.touch(now);
         Self::write_group(&folder, &found)?;
+        locked::replace(&path, outcome.encode()?.as_bytes())?;
         Ok(Some((found.tally(), true)))
     }
 
@@ -318,6 +361,20 @@ impl JobStore for Core {
         if !mark_in(&mut found.released, name, released) {
             return Ok(false);
         }
+        Self::write_group(&folder, &found)?;
+        Ok(true)
+    }
+
+    async fn claim_run(&self, group: &str, name: &str, copy: &str) -> Result<bool, Error> {
+        let folder = self.group_folder(group)?;
+        let _guard = locked::lock(&folder)?;
+        let Some(mut found) = Self::read_group(&folder, unix_now())? else {
+            return Ok(true);
+        };
+        if let Some(claimant) = claimant_in(&found.released, name) {
+            return Ok(claimant == copy);
+        }
+        found.released.push(claim_mark(name, copy));
         Self::write_group(&folder, &found)?;
         Ok(true)
     }

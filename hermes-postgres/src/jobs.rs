@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use hermes_core::driver::{JobStore, UNFINISHED_GROUP_KEPT, async_trait};
+use hermes_core::driver::{JobStore, UNFINISHED_GROUP_KEPT, async_trait, claim_mark, claimant_in};
 use hermes_core::tracking::{GroupSpec, GroupState, JobRecord, Settled, Tally};
 use hermes_core::{DEFAULT_PRIORITY, Error, Message, Priority};
 
@@ -182,6 +182,30 @@ impl JobStore for Core {
             })
             .await?;
         Ok(changed == 1)
+    }
+
+    async fn claim_run(&self, group: &str, name: &str, copy: &str) -> Result<bool, Error> {
+        let scope = self.tracking_scope()?;
+        let prefix = claim_mark(name, "");
+        let row = self
+            .on_connection(
+                "claiming the run of a message of a group",
+                |client| async move {
+                    // The row's lock orders claims: a second one sees the first and adds nothing.
+                    let statement = client.prepare_cached(&self.sql.group_claim).await?;
+                    client
+                        .execute(&statement, &[&scope, &group, &prefix, &copy])
+                        .await?;
+                    let statement = client.prepare_cached(&self.sql.group).await?;
+                    client.query_opt(&statement, &[&scope, &group]).await
+                },
+            )
+            .await?;
+        let Some(row) = row else {
+            return Ok(true);
+        };
+        let released: Vec<String> = row.get(4);
+        Ok(claimant_in(&released, name).is_none_or(|claimant| claimant == copy))
     }
 
     async fn group(&self, group: &str) -> Result<Option<GroupState>, Error> {

@@ -210,6 +210,19 @@ impl JobStore for Core {
         Ok(reply.as_int() == Some(1))
     }
 
+    async fn claim_run(&self, group: &str, name: &str, copy: &str) -> Result<bool, Error> {
+        let (key, _) = self.group_keys(group);
+        let reply = self
+            .client
+            .eval(
+                Script::GroupClaim,
+                &[&key],
+                &[name.as_bytes(), copy.as_bytes()],
+            )
+            .await?;
+        Ok(reply.as_int() == Some(1))
+    }
+
     async fn group(&self, group: &str) -> Result<Option<GroupState>, Error> {
         let (key, _) = self.group_keys(group);
         let reply = self.client.command("HGETALL", &[key.as_bytes()]).await?;

@@ -54,11 +54,13 @@ pub enum Script {
     GroupRelease,
     /// Mark a group's message released, or clear the mark, queueing nothing.
     GroupMark,
+    /// Claim the run of a group's released message for one copy of it.
+    GroupClaim,
 }
 
 impl Script {
     /// Every script.
-    pub const ALL: [Script; 25] = [
+    pub const ALL: [Script; 26] = [
         Script::Claim,
         Script::Schedule,
         Script::Nack,
@@ -84,6 +86,7 @@ impl Script {
         Script::GroupSettle,
         Script::GroupRelease,
         Script::GroupMark,
+        Script::GroupClaim,
     ];
 
     /// The Lua source.
@@ -114,6 +117,7 @@ impl Script {
             Script::GroupSettle => GROUP_SETTLE,
             Script::GroupRelease => GROUP_RELEASE,
             Script::GroupMark => GROUP_MARK,
+            Script::GroupClaim => GROUP_CLAIM,
         }
     }
 }
@@ -787,6 +791,17 @@ if KEYS[5] then wake(KEYS[5]) end
 return 1
 "
 );
+
+/// KEYS: 1 the group's hash. ARGV: 1 the name of a message the group released, 2 a copy of it.
+/// The first copy to claim the message's run keeps it (the field `claim:<name>`). Returns 1
+/// when ARGV[2] holds it, or when there is no such group; 0 when another copy does.
+const GROUP_CLAIM: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then return 1 end
+local field = 'claim:' .. ARGV[1]
+redis.call('HSETNX', KEYS[1], field, ARGV[2])
+if redis.call('HGET', KEYS[1], field) == ARGV[2] then return 1 end
+return 0
+";
 
 /// KEYS: 1 the group's hash. ARGV: 1 the release's name, 2 '1' to mark it released, '0' to
 /// clear the mark. Returns 1 when the mark changed, 0 when not (or without the group).

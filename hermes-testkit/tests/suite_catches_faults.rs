@@ -75,6 +75,8 @@ enum Fault {
     SettlesTwice,
     /// `release` queues its message each time it is called.
     ReleasesTwice,
+    /// `claim_run` gives the run to every copy that asks.
+    ClaimsEveryCopy,
     /// `settle` keeps a member's outcome without its result.
     DropsStepResults,
 }
@@ -299,6 +301,10 @@ impl JobStore for Faulty {
     }
     async fn mark(&self, group: &str, name: &str, released: bool) -> Result<bool, Error> {
         self.job_store().mark(group, name, released).await
+    }
+    async fn claim_run(&self, group: &str, name: &str, copy: &str) -> Result<bool, Error> {
+        let claimed = self.job_store().claim_run(group, name, copy).await?;
+        Ok(claimed || self.fault == Fault::ClaimsEveryCopy)
     }
     async fn group(&self, group: &str) -> Result<Option<GroupState>, Error> {
         self.job_store().group(group).await
@@ -802,4 +808,9 @@ must_fail!(
     steps_released_twice_fail,
     Fault::ReleasesTwice,
     a_diamond_starts_its_last_step_once_with_both_results
+);
+must_fail!(
+    every_copy_claiming_the_run_fails,
+    Fault::ClaimsEveryCopy,
+    a_second_copy_of_a_released_message_does_not_run
 );

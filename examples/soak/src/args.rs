@@ -36,6 +36,61 @@ pub enum Role {
     /// how soon the worker handles again after a short outage, and checks that it exits with
     /// an error after a long one.
     Outage(OutageArgs),
+    /// Runs batches with a success callback and chains of steps under the kill storm, and
+    /// checks that every callback ran once and after its batch's last job, that every chain
+    /// ran its steps once each, in order, with the results passed along, and that nothing
+    /// was lost.
+    Groups(GroupsArgs),
+}
+
+/// The settings of a `groups` run.
+#[derive(Debug, Clone, Args)]
+pub struct GroupsArgs {
+    /// The backend; RabbitMQ and SQS keep the groups' state in a Redis store (`--store`).
+    #[arg(long, value_enum)]
+    pub driver: DriverKind,
+    /// How many batches to emit.
+    #[arg(long, default_value_t = 200)]
+    pub batches: u32,
+    /// How many jobs each batch holds.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
+    pub batch_size: u32,
+    /// How many chains to emit.
+    #[arg(long, default_value_t = 200)]
+    pub chains: u32,
+    /// How many steps each chain has.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub steps: u32,
+    /// How many worker processes run at once.
+    #[arg(long, default_value_t = 3)]
+    pub workers: usize,
+    /// How many jobs each worker handles at once.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// SIGKILL a random worker this often (and start a new one); `0` never.
+    #[arg(long, value_parser = parse_duration, default_value = "1.5s")]
+    pub kill_every: Duration,
+    /// The visibility timeout: how long a claim lasts before the job is delivered again.
+    #[arg(long, value_parser = parse_duration, default_value = "2s")]
+    pub visibility: Duration,
+    /// The seed of the handlers' durations and the kill schedule (random by default; printed).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// The broker, as for a run of checked messages.
+    #[arg(long)]
+    pub url: Option<String>,
+    /// RabbitMQ and SQS: the Redis URL of the store holding records and groups.
+    #[arg(long, default_value = "redis://127.0.0.1:6379")]
+    pub store: String,
+    /// Give up after this long without a newly handled job.
+    #[arg(long, value_parser = parse_duration, default_value = "60s")]
+    pub stall_timeout: Duration,
+    /// Keep the run's folder (log, worker output, queue files) instead of removing it.
+    #[arg(long)]
+    pub keep: bool,
+    /// Faults put in on purpose, to show the run catches them.
+    #[command(flatten)]
+    pub sabotage: Sabotage,
 }
 
 /// The settings of an outage run.
@@ -165,7 +220,8 @@ pub struct RunArgs {
 /// must fail.
 #[derive(Debug, Clone, Copy, Default, Args)]
 pub struct Sabotage {
-    /// Each worker acknowledges every Nth message it handles without logging it: a loss.
+    /// Each worker acknowledges every Nth message it handles without logging it: a loss (in a
+    /// `groups` run, every Nth job of a batch).
     #[arg(long, hide = true)]
     pub sabotage_lose_every: Option<u64>,
     /// Each worker process exits by itself after handling N messages.
@@ -174,6 +230,9 @@ pub struct Sabotage {
     /// The workers do not declare `--limit`: more handlers run at once than it allows.
     #[arg(long, hide = true)]
     pub sabotage_ignore_limit: bool,
+    /// `groups` runs: each batch callback emits a copy of itself, which runs it again.
+    #[arg(long, hide = true)]
+    pub sabotage_rerun_callbacks: bool,
 }
 
 impl Sabotage {
@@ -188,6 +247,9 @@ impl Sabotage {
         }
         if self.sabotage_ignore_limit {
             args.push("--sabotage-ignore-limit".to_owned());
+        }
+        if self.sabotage_rerun_callbacks {
+            args.push("--sabotage-rerun-callbacks".to_owned());
         }
         args
     }
@@ -217,6 +279,12 @@ pub struct WorkerArgs {
     /// The log every handled message is appended to.
     #[arg(long)]
     pub log: PathBuf,
+    /// Handle the batches and chains of a `groups` run instead of checked messages.
+    #[arg(long)]
+    pub groups: bool,
+    /// The Redis URL of the store holding records and groups (RabbitMQ and SQS).
+    #[arg(long)]
+    pub store: Option<String>,
     /// The seed of the handlers' durations.
     #[arg(long)]
     pub seed: u64,

@@ -132,6 +132,7 @@ impl Broker {
             endpoint,
             queue: queue.to_owned(),
             visibility: args.visibility,
+            store: None,
         };
         Ok((
             Broker {
@@ -183,6 +184,7 @@ impl Broker {
             endpoint,
             queue: queue.to_owned(),
             visibility,
+            store: None,
         };
         Ok((
             Broker {
@@ -300,9 +302,10 @@ fn rabbitmqctl(command: &str) -> Result<(), String> {
     }
 }
 
-fn delete_redis_keys(url: &str, queue: &str) {
+/// Deletes the keys starting with `prefix` on the Redis server at `url`; best effort.
+pub(crate) fn delete_redis_keys(url: &str, prefix: &str) {
     let keys = Command::new("redis-cli")
-        .args(["-u", url, "--scan", "--pattern", &format!("{queue}*")])
+        .args(["-u", url, "--scan", "--pattern", &format!("{prefix}*")])
         .output();
     if let Ok(keys) = keys {
         let keys = String::from_utf8_lossy(&keys.stdout);

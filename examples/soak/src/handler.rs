@@ -35,7 +35,7 @@ pub struct Span {
 }
 
 /// Now, in microseconds since the Unix epoch.
-fn micros_now() -> u64 {
+pub fn micros_now() -> u64 {
     let since = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();

@@ -44,12 +44,53 @@ impl Sent {
     }
 }
 
-/// The handlers' log, read as it grows.
+/// A log that worker processes append whole lines to, read as it grows.
 #[derive(Debug)]
-pub struct Ledger {
+pub struct LogTail {
     path: PathBuf,
     offset: u64,
     partial: String,
+}
+
+impl LogTail {
+    /// The log at `path` (which may not exist yet), read from its start.
+    pub fn new(path: &Path) -> Self {
+        LogTail {
+            path: path.to_path_buf(),
+            offset: 0,
+            partial: String::new(),
+        }
+    }
+
+    /// The whole lines appended since the last call, without their line ends; a line still
+    /// being written is kept for the next call.
+    ///
+    /// # Errors
+    /// When the log cannot be read.
+    pub fn read_lines(&mut self) -> io::Result<Vec<String>> {
+        let mut file = match File::open(&self.path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        file.seek(SeekFrom::Start(self.offset))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        self.offset += bytes.len() as u64;
+        self.partial.push_str(&String::from_utf8_lossy(&bytes));
+        let mut lines = Vec::new();
+        while let Some(end) = self.partial.find('\n') {
+            let line: String = self.partial.drain(..=end).collect();
+            lines.push(line.trim_end().to_owned());
+        }
+        Ok(lines)
+    }
+}
+
+/// The handlers' log, read as it grows.
+#[derive(Debug)]
+pub struct Ledger {
+    tail: LogTail,
     handled: HashMap<u64, u32>,
     ids: HashMap<u64, String>,
     corrupt_lines: u64,
@@ -79,9 +120,7 @@ impl Ledger {
     /// A ledger of the log at `path` (which may not exist yet).
     pub fn new(path: &Path) -> Self {
         Ledger {
-            path: path.to_path_buf(),
-            offset: 0,
-            partial: String::new(),
+            tail: LogTail::new(path),
             handled: HashMap::new(),
             ids: HashMap::new(),
             corrupt_lines: 0,
@@ -94,23 +133,11 @@ impl Ledger {
     /// # Errors
     /// When the log cannot be read.
     pub fn read_new(&mut self) -> io::Result<usize> {
-        let mut file = match File::open(&self.path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
-            Err(e) => return Err(e),
-        };
-        file.seek(SeekFrom::Start(self.offset))?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)?;
-        self.offset += bytes.len() as u64;
-        self.partial.push_str(&String::from_utf8_lossy(&bytes));
-        let mut lines = 0;
-        while let Some(end) = self.partial.find('\n') {
-            let line: String = self.partial.drain(..=end).collect();
-            self.ingest(line.trim_end());
-            lines += 1;
+        let lines = self.tail.read_lines()?;
+        for line in &lines {
+            self.ingest(line);
         }
-        Ok(lines)
+        Ok(lines.len())
     }
 
     fn ingest(&mut self, line: &str) {

@@ -22,6 +22,7 @@
 pub mod args;
 pub mod broker;
 pub mod emit;
+pub mod groups;
 pub mod handler;
 pub mod ledger;
 pub mod outage;

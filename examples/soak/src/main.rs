@@ -20,6 +20,7 @@ fn main() -> ExitCode {
             }
         },
         Some(Role::Outage(args)) => report(runtime.block_on(hermes_soak::outage::run(&args))),
+        Some(Role::Groups(args)) => report(runtime.block_on(hermes_soak::groups::run::run(&args))),
         None => report(runtime.block_on(hermes_soak::run::run(&cli.run))),
     }
 }

@@ -15,10 +15,10 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::args::Sabotage;
+use crate::groups::jobs::GroupLog;
 use crate::handler::SoakHandler;
-use crate::payload::SOAK;
 use crate::target::Target;
-use crate::worker;
+use crate::worker::Handlers;
 
 /// What a run does to its workers.
 pub trait Workers {
@@ -45,9 +45,32 @@ pub trait Workers {
     /// what went wrong (a worker that failed or did not stop in time).
     fn stop(&mut self, timeout: Duration) -> Vec<String>;
 
+    /// The name worker `id` logs its runs under, while it runs.
+    fn name_of(&self, id: u64) -> Option<String>;
+
     /// Where a worker's own output is, to quote when it failed.
     fn output_of(&self, _id: u64) -> Option<PathBuf> {
         None
+    }
+
+    /// Starts a worker in the place of each that exited by itself; pushes why each exited,
+    /// and any start that failed, to `failures`.
+    fn replace_exited(&mut self, failures: &mut Vec<String>) {
+        for reason in self.exited() {
+            failures.push(reason);
+            if let Err(e) = self.spawn() {
+                failures.push(e);
+            }
+        }
+    }
+
+    /// Kills worker `id` ([`kill`](Self::kill)) and starts another in its place; pushes a
+    /// start that failed to `failures`.
+    fn replace(&mut self, id: u64, failures: &mut Vec<String>) {
+        self.kill(id);
+        if let Err(e) = self.spawn() {
+            failures.push(e);
+        }
     }
 }
 
@@ -63,6 +86,7 @@ pub struct ProcessPool {
     sabotage: Sabotage,
     error_timeout: Option<Duration>,
     limit: Option<u32>,
+    groups: bool,
     running: Vec<(u64, Child)>,
 }
 
@@ -87,6 +111,7 @@ impl ProcessPool {
             sabotage,
             error_timeout: None,
             limit: None,
+            groups: false,
             running: Vec::new(),
         }
     }
@@ -100,6 +125,12 @@ impl ProcessPool {
     /// Has the workers declare this concurrency limit on the run's job type.
     pub fn limited(mut self, limit: Option<u32>) -> Self {
         self.limit = limit;
+        self
+    }
+
+    /// Has the workers handle the batches and chains of a `groups` run.
+    pub fn groups(mut self, groups: bool) -> Self {
+        self.groups = groups;
         self
     }
 
@@ -137,6 +168,13 @@ impl Workers for ProcessPool {
                     .flatten(),
             )
             .args(self.sabotage.to_args())
+            .args(self.groups.then_some("--groups"))
+            .args(
+                self.target
+                    .store
+                    .iter()
+                    .flat_map(|store| ["--store", store.as_str()]),
+            )
             .args(
                 self.error_timeout
                     .map(|t| ["--error-timeout".to_owned(), format!("{}ms", t.as_millis())])
@@ -154,6 +192,11 @@ impl Workers for ProcessPool {
 
     fn ids(&self) -> Vec<u64> {
         self.running.iter().map(|(id, _)| *id).collect()
+    }
+
+    fn name_of(&self, id: u64) -> Option<String> {
+        let (_, child) = self.running.iter().find(|(i, _)| *i == id)?;
+        Some(child.id().to_string())
     }
 
     fn kill(&mut self, id: u64) {
@@ -255,6 +298,7 @@ pub struct ThreadPool {
     seed: u64,
     sabotage: Sabotage,
     limit: Option<u32>,
+    groups: bool,
     running: Vec<ThreadWorker>,
 }
 
@@ -289,6 +333,7 @@ impl ThreadPool {
             seed,
             sabotage,
             limit: None,
+            groups: false,
             running: Vec::new(),
         }
     }
@@ -296,6 +341,12 @@ impl ThreadPool {
     /// Has the workers declare this concurrency limit on the run's job type.
     pub fn limited(mut self, limit: Option<u32>) -> Self {
         self.limit = limit;
+        self
+    }
+
+    /// Has the workers handle the batches and chains of a `groups` run.
+    pub fn groups(mut self, groups: bool) -> Self {
+        self.groups = groups;
         self
     }
 }
@@ -309,7 +360,7 @@ struct ThreadSettings {
 
 fn run_thread_worker(
     driver: MemoryDriver,
-    handler: SoakHandler,
+    handlers: Handlers,
     settings: ThreadSettings,
     kill: CancellationToken,
     stop: CancellationToken,
@@ -320,8 +371,7 @@ fn run_thread_worker(
         .map_err(|e| e.to_string())?;
     runtime.block_on(async move {
         let mut dispatcher = Dispatcher::new(driver).concurrency(settings.concurrency);
-        dispatcher.register_handler(SOAK, Arc::new(handler));
-        worker::limit(&mut dispatcher, settings.limit, settings.sabotage)?;
+        handlers.register(&mut dispatcher, settings.limit, settings.sabotage)?;
         let graceful = dispatcher.cancellation_token();
         tokio::spawn(async move {
             stop.cancelled().await;
@@ -339,10 +389,15 @@ impl Workers for ThreadPool {
         self.next += 1;
         let id = self.next;
         let frozen = Arc::new(AtomicBool::new(false));
-        let handler = SoakHandler::new(&self.log, format!("thread-{id}"), self.seed ^ id)
-            .map_err(|e| format!("cannot open the log: {e}"))?
-            .freezable(frozen.clone())
-            .sabotaged(self.sabotage);
+        let (name, seed) = (format!("thread-{id}"), self.seed ^ id);
+        let handlers = if self.groups {
+            GroupLog::new(&self.log, name, seed, self.sabotage).map(Handlers::Groups)
+        } else {
+            SoakHandler::new(&self.log, name, seed).map(|handler| {
+                Handlers::Checked(handler.freezable(frozen.clone()).sabotaged(self.sabotage))
+            })
+        }
+        .map_err(|e| format!("cannot open the log: {e}"))?;
         let (kill, stop) = (CancellationToken::new(), CancellationToken::new());
         let driver = self.driver.reopen();
         let settings = ThreadSettings {
@@ -354,7 +409,7 @@ impl Workers for ThreadPool {
             .name(format!("worker-{id}"))
             .spawn({
                 let (kill, stop) = (kill.clone(), stop.clone());
-                move || run_thread_worker(driver, handler, settings, kill, stop)
+                move || run_thread_worker(driver, handlers, settings, kill, stop)
             })
             .map_err(|e| format!("cannot start a worker thread: {e}"))?;
         self.running.push(ThreadWorker {
@@ -369,6 +424,13 @@ impl Workers for ThreadPool {
 
     fn ids(&self) -> Vec<u64> {
         self.running.iter().map(|w| w.id).collect()
+    }
+
+    fn name_of(&self, id: u64) -> Option<String> {
+        self.running
+            .iter()
+            .any(|w| w.id == id)
+            .then(|| format!("thread-{id}"))
     }
 
     fn kill(&mut self, id: u64) {

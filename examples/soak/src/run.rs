@@ -10,11 +10,12 @@ use rand::rngs::StdRng;
 use rand::seq::IndexedRandom as _;
 use rand::{Rng as _, SeedableRng as _};
 
-use crate::args::{DriverKind, RunArgs};
+use crate::args::{DriverKind, RunArgs, Sabotage};
 use crate::broker::Broker;
 use crate::emit::emit_all;
 use crate::ledger::{Ledger, Sent};
 use crate::pool::{ProcessPool, ThreadPool, Workers, memory_driver};
+use crate::target::Target;
 
 /// How a run ended.
 #[derive(Debug)]
@@ -61,27 +62,19 @@ pub async fn run(args: &RunArgs) -> Result<Outcome, String> {
     let broker = Arc::new(Mutex::new(broker));
     let log = folder.join("handled.log");
 
-    let (driver, mut pool): (Arc<dyn Driver>, Box<dyn Workers>) = if kind == DriverKind::Memory {
-        let memory = memory_driver(&target)?;
-        let pool = ThreadPool::new(memory.reopen(), args.concurrency, &log, seed, args.sabotage)
-            .limited(args.limit);
-        (Arc::new(memory), Box::new(pool))
-    } else {
-        let driver = target
-            .connect(args.concurrency)
-            .await
-            .map_err(|e| e.to_string())?;
-        let pool = ProcessPool::new(
-            target.clone(),
-            args.concurrency,
-            &log,
-            &folder,
+    let (driver, mut pool) = start_workers(
+        &target,
+        &PoolSettings {
+            concurrency: args.concurrency,
+            log: log.clone(),
+            folder: folder.clone(),
             seed,
-            args.sabotage,
-        )
-        .limited(args.limit);
-        (driver, Box::new(pool))
-    };
+            sabotage: args.sabotage,
+            limit: args.limit,
+            groups: false,
+        },
+    )
+    .await?;
     for _ in 0..args.workers {
         pool.spawn()?;
     }
@@ -204,15 +197,60 @@ pub async fn run(args: &RunArgs) -> Result<Outcome, String> {
     })
 }
 
+/// How a run's workers run.
+#[derive(Debug, Clone)]
+pub(crate) struct PoolSettings {
+    pub concurrency: usize,
+    pub log: PathBuf,
+    pub folder: PathBuf,
+    pub seed: u64,
+    pub sabotage: Sabotage,
+    pub limit: Option<u32>,
+    pub groups: bool,
+}
+
+/// A driver on `target` for the run itself, and a pool of its workers (none started yet):
+/// threads of this process for the memory driver, processes of this program for the others.
+pub(crate) async fn start_workers(
+    target: &Target,
+    settings: &PoolSettings,
+) -> Result<(Arc<dyn Driver>, Box<dyn Workers>), String> {
+    let PoolSettings {
+        concurrency,
+        log,
+        folder,
+        seed,
+        sabotage,
+        limit,
+        groups,
+    } = settings.clone();
+    if target.kind == DriverKind::Memory {
+        let memory = memory_driver(target)?;
+        let pool = ThreadPool::new(memory.reopen(), concurrency, &log, seed, sabotage)
+            .limited(limit)
+            .groups(groups);
+        Ok((Arc::new(memory), Box::new(pool)))
+    } else {
+        let driver = target
+            .connect(concurrency)
+            .await
+            .map_err(|e| e.to_string())?;
+        let pool = ProcessPool::new(target.clone(), concurrency, &log, &folder, seed, sabotage)
+            .limited(limit)
+            .groups(groups);
+        Ok((driver, Box::new(pool)))
+    }
+}
+
 /// The time between faults, and when the next one is due.
 #[derive(Debug)]
-struct Every {
+pub(crate) struct Every {
     period: Option<Duration>,
     next: Instant,
 }
 
 impl Every {
-    fn new(period: Option<Duration>, rng: &mut StdRng) -> Self {
+    pub(crate) fn new(period: Option<Duration>, rng: &mut StdRng) -> Self {
         let period = period.filter(|p| !p.is_zero());
         // The first fault comes at a random point of the first period.
         let first = period.map_or(Duration::ZERO, |p| p.mul_f64(rng.random_range(0.5..1.0)));
@@ -222,7 +260,7 @@ impl Every {
         }
     }
 
-    fn due(&mut self) -> bool {
+    pub(crate) fn due(&mut self) -> bool {
         match self.period {
             Some(period) if Instant::now() >= self.next => {
                 self.next += period;
@@ -270,12 +308,7 @@ async fn soak(
                 break;
             }
         }
-        for reason in pool.exited() {
-            failures.push(reason);
-            if let Err(e) = pool.spawn() {
-                failures.push(e);
-            }
-        }
+        pool.replace_exited(failures);
         if let Some((id, until)) = paused
             && (drained || Instant::now() >= until)
         {
@@ -322,11 +355,8 @@ async fn soak(
         if kills.due()
             && let Some(&id) = free.choose(&mut rng)
         {
-            pool.kill(id);
+            pool.replace(id, failures);
             faults.kills += 1;
-            if let Err(e) = pool.spawn() {
-                failures.push(e);
-            }
         }
         if pauses.due()
             && paused.is_none()
@@ -357,7 +387,7 @@ async fn soak(
 
 /// Receives until the queue stays empty, acknowledging what it finds; returns how many.
 /// Temporary errors (a connection the last broker restart broke) are retried for a while.
-async fn drain_leftovers(driver: &dyn Driver) -> Result<u64, hermes_core::Error> {
+pub(crate) async fn drain_leftovers(driver: &dyn Driver) -> Result<u64, hermes_core::Error> {
     let retry_until = Instant::now() + Duration::from_secs(30);
     let mut found = 0;
     loop {

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use hermes_core::driver::WithStore;
 use hermes_core::{DEFAULT_PRIORITY, Driver, Error, Priority};
 use hermes_fs::{FileSystemDriver, FileSystemOptions};
 use hermes_postgres::{PostgresDriver, PostgresOptions};
@@ -26,6 +27,9 @@ pub struct Target {
     pub queue: String,
     /// The visibility timeout of claims.
     pub visibility: Duration,
+    /// The Redis URL of a store for records and groups, for a broker that keeps neither
+    /// (RabbitMQ, SQS).
+    pub store: Option<String>,
 }
 
 impl Target {
@@ -36,6 +40,7 @@ impl Target {
             endpoint: args.endpoint.clone(),
             queue: args.queue.clone(),
             visibility: args.visibility,
+            store: args.store.clone(),
         }
     }
 
@@ -89,16 +94,18 @@ impl Target {
             DriverKind::Rabbitmq => {
                 let mut options = RabbitMqOptions::default();
                 options.prefetch = u16::try_from(concurrency.max(1)).unwrap_or(u16::MAX);
-                Arc::new(RabbitMqDriver::new(&self.endpoint, &self.queue, options)?)
+                self.with_store(RabbitMqDriver::new(&self.endpoint, &self.queue, options)?)
+                    .await?
             }
             DriverKind::Sqs => {
                 let mut options = SqsOptions::default();
                 options.visibility_timeout = Some(self.visibility);
-                Arc::new(SqsDriver::with_options(
+                self.with_store(SqsDriver::with_options(
                     sqs_client(&self.endpoint).await,
                     &self.queue,
                     options,
                 )?)
+                .await?
             }
             DriverKind::Postgres => {
                 let mut options = PostgresOptions::default();
@@ -117,6 +124,24 @@ impl Target {
         };
         driver.setup_priority_queue(&self.high_queue(), PRIORITY_HIGH)?;
         Ok(driver)
+    }
+
+    /// `broker` alone, or with the store at [`store`](Self::store) for its records and groups:
+    /// the Redis keys under `<queue>_store`.
+    async fn with_store<D: Driver>(&self, broker: D) -> Result<Arc<dyn Driver>, Error> {
+        let Some(url) = &self.store else {
+            return Ok(Arc::new(broker));
+        };
+        let mut options = RedisOptions::default();
+        options.key = self.store_key();
+        options.schedule_key = format!("{}_schedule", options.key);
+        let store = RedisSetDriver::connect_redis(url, options).await?;
+        Ok(Arc::new(WithStore::new(broker, store)))
+    }
+
+    /// The prefix of the store's keys.
+    pub fn store_key(&self) -> String {
+        format!("{}_store", self.queue)
     }
 }
 

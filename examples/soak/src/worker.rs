@@ -4,9 +4,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hermes_core::flow::Limits;
-use hermes_core::{Dispatcher, DispatcherOptions, Driver, SignalShutdown};
+use hermes_core::{Dispatcher, DispatcherOptions, Driver, Emitter, SignalShutdown};
 
 use crate::args::{Sabotage, WorkerArgs};
+use crate::groups::jobs::GroupLog;
 use crate::handler::SoakHandler;
 use crate::payload::SOAK;
 use crate::target::Target;
@@ -28,9 +29,14 @@ pub async fn run(args: WorkerArgs) -> Result<(), String> {
         .init();
     let shutdown = SignalShutdown::install().map_err(|e| e.to_string())?;
     let driver = connect(&Target::of_worker(&args), args.concurrency).await?;
-    let handler = SoakHandler::new(&args.log, std::process::id().to_string(), args.seed)
-        .map_err(|e| format!("cannot open the log {:?}: {e}", args.log))?
-        .sabotaged(args.sabotage);
+    let name = std::process::id().to_string();
+    let handlers = if args.groups {
+        GroupLog::new(&args.log, name, args.seed, args.sabotage).map(Handlers::Groups)
+    } else {
+        SoakHandler::new(&args.log, name, args.seed)
+            .map(|handler| Handlers::Checked(handler.sabotaged(args.sabotage)))
+    }
+    .map_err(|e| format!("cannot open the log {:?}: {e}", args.log))?;
     let mut options = DispatcherOptions::default();
     if let Some(timeout) = args.error_timeout {
         options.temporary_error_timeout = timeout;
@@ -39,9 +45,43 @@ pub async fn run(args: WorkerArgs) -> Result<(), String> {
         .with_shutdown(shutdown)
         .options(options)
         .concurrency(args.concurrency);
-    dispatcher.register_handler(SOAK, Arc::new(handler));
-    limit(&mut dispatcher, args.limit, args.sabotage)?;
+    handlers.register(&mut dispatcher, args.limit, args.sabotage)?;
     dispatcher.handle(&[]).await.map_err(|e| e.to_string())
+}
+
+/// What a worker's dispatcher runs.
+#[derive(Debug)]
+pub enum Handlers {
+    /// The checked messages of a run.
+    Checked(SoakHandler),
+    /// The batches and chains of a `groups` run.
+    Groups(GroupLog),
+}
+
+impl Handlers {
+    /// Registers the handlers on `dispatcher`, with the run's concurrency limit on checked
+    /// messages unless `sabotage` says to ignore it.
+    ///
+    /// # Errors
+    /// A limit the dispatcher refuses.
+    pub fn register(
+        self,
+        dispatcher: &mut Dispatcher,
+        limit_to: Option<u32>,
+        sabotage: Sabotage,
+    ) -> Result<(), String> {
+        match self {
+            Handlers::Checked(handler) => {
+                dispatcher.register_handler(SOAK, Arc::new(handler));
+                limit(dispatcher, limit_to, sabotage)
+            }
+            Handlers::Groups(log) => {
+                let emitter = Emitter::from_arc(dispatcher.driver().clone());
+                crate::groups::jobs::register(dispatcher, Arc::new(log), emitter);
+                Ok(())
+            }
+        }
+    }
 }
 
 /// Declares the run's concurrency limit on `dispatcher`, unless `sabotage` says to ignore it.

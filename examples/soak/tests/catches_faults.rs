@@ -99,3 +99,46 @@ fn a_run_over_its_limit_fails() {
     let reason = format!("{at_once} handlers ran at once, above --limit 1");
     assert!(stderr(&output).contains(&reason), "{}", stderr(&output));
 }
+
+/// A small `groups` run on the memory driver, with extra arguments.
+fn groups(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hermes-soak"))
+        .args("groups --driver memory --batches 10 --batch-size 10".split(' '))
+        .args("--chains 10 --steps 3 --kill-every 0 --visibility 1s".split(' '))
+        .args(args)
+        .output()
+        .expect("the harness runs")
+}
+
+#[test]
+fn a_clean_groups_run_passes() {
+    let output = groups(&[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let summary = summary(&output);
+    assert_eq!(figure(&summary, "callbacks"), 10, "{summary}");
+    assert_eq!(figure(&summary, "chains finished"), 10, "{summary}");
+    assert_eq!(figure(&summary, "lost"), 0, "{summary}");
+}
+
+#[test]
+fn a_lost_batch_job_fails_a_groups_run() {
+    let output = groups(&["--sabotage-lose-every", "7", "--stall-timeout", "3s"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        figure(&summary(&output), "lost") > 0,
+        "{}",
+        summary(&output)
+    );
+    assert!(stderr(&output).contains("never ran"), "{}", stderr(&output));
+}
+
+#[test]
+fn a_callback_run_twice_fails_a_groups_run() {
+    let output = groups(&["--sabotage-rerun-callbacks"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("on a worker that lived on"),
+        "{}",
+        stderr(&output)
+    );
+}

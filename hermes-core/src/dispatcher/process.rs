@@ -474,9 +474,11 @@ fn ended_of(report: &super::Report, message: &Message) -> Ended {
     }
 }
 
-/// Whether `delivery` is a message its group released (a callback, a step) whose job is
-/// done already: a worker died between recording its end and acknowledging it. It is then
-/// settled again (harmless) and acknowledged, and not run a second time.
+/// Whether `delivery` is a message its group released (a callback, a step) that must not
+/// run: its job is done already (a worker died between recording its end and acknowledging
+/// it: it is then settled again, which is harmless), or it is a second copy of the message and
+/// the other copy holds the run ([`JobStore::claim_run`](crate::driver::JobStore::claim_run)).
+/// Either way it is acknowledged without running.
 async fn done_before(ctx: &Context, delivery: &Delivery) -> bool {
     let message = delivery.message();
     let (Some(store), Some(group)) = (ctx.driver.jobs(), message.group()) else {
@@ -488,7 +490,7 @@ async fn done_before(ctx: &Context, delivery: &Delivery) -> bool {
     let callback = crate::tracking::is_callback(group, message.id());
     let record = match store.get(message.id()).await {
         Ok(Some(record)) if record.state.is_final() => record,
-        Ok(_) => return false,
+        Ok(_) => return second_copy(ctx, store, group, delivery).await,
         Err(e) => {
             tracing::warn!(
                 "Reading the record of message #{} failed - {e}",
@@ -521,6 +523,41 @@ async fn done_before(ctx: &Context, delivery: &Delivery) -> bool {
         ctx.fail(e);
     }
     true
+}
+
+/// Whether the released message of `delivery` is a copy that does not hold the run (see
+/// [`done_before`]); such a copy is acknowledged. A claim that fails lets it run.
+async fn second_copy(
+    ctx: &Context,
+    store: &dyn crate::driver::JobStore,
+    group: &str,
+    delivery: &Delivery,
+) -> bool {
+    let message = delivery.message();
+    let name = &message.id()[group.len() + 1..];
+    let copy = format!("{:016x}", message.created().to_bits());
+    match store.claim_run(group, name, &copy).await {
+        Ok(true) => false,
+        Ok(false) => {
+            tracing::info!(
+                "Message #{} ({}) is a second copy; the other copy runs it",
+                message.id(),
+                message.message_type()
+            );
+            if let Err(e) = with_retries(ctx, || ctx.driver.ack(delivery)).await {
+                let _ = ctx.driver.nack(delivery).await;
+                ctx.fail(e);
+            }
+            true
+        }
+        Err(e) => {
+            tracing::warn!(
+                "Claiming the run of message #{} failed - {e}; it runs",
+                message.id()
+            );
+            false
+        }
+    }
 }
 
 /// Records the run as running once it has gone on for [`RUNNING_AFTER`]; never returns.

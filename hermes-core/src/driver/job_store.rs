@@ -55,6 +55,23 @@ pub fn mark_in(released: &mut Vec<String>, name: &str, mark: bool) -> bool {
     true
 }
 
+/// The first character of a mark a backend or [`WithStore`](super::WithStore) keeps among a
+/// group's release marks for its own bookkeeping (a step or callback name never holds it);
+/// [`GroupState::new`] leaves such marks out.
+pub const INTERNAL_MARK: char = ':';
+
+/// The mark of the claim of `copy` on the run of `name` ([`JobStore::claim_run`]), for a
+/// backend that keeps claims among a group's release marks; [`claimant_in`] finds it.
+pub fn claim_mark(name: &str, copy: &str) -> String {
+    format!("{INTERNAL_MARK}run:{name}={copy}")
+}
+
+/// The copy that claimed the run of `name` in the marks `released`, if one did.
+pub fn claimant_in<'a>(released: &'a [String], name: &str) -> Option<&'a str> {
+    let prefix = format!("{INTERNAL_MARK}run:{name}=");
+    released.iter().find_map(|mark| mark.strip_prefix(&prefix))
+}
+
 /// How long an unfinished group is kept after its last change: 30 days. A group whose
 /// members were lost (purged, say) goes then.
 pub const UNFINISHED_GROUP_KEPT: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -183,6 +200,25 @@ pub trait JobStore: Send + Sync {
     /// # Cancellation safety
     /// Dropping the future may or may not have changed the mark.
     async fn mark(&self, group: &str, name: &str, released: bool) -> Result<bool, Error>;
+
+    /// Claims the run of the message `name` that `group` released for one copy of it,
+    /// `copy`: the first copy to claim keeps the run for good. Returns whether `copy` holds
+    /// it: `true` again for the same copy (a retry, or a delivery again after its worker
+    /// died), and `true` when there is no such group (nothing to tell copies apart by).
+    ///
+    /// A message can be queued twice: a worker killed after queueing it and before marking it
+    /// released, or, on a broker, a worker that published it and died before confirming it.
+    /// The dispatcher acknowledges a copy that does not hold the run without running it, so
+    /// the message runs once. A copy is told by its creation time
+    /// ([`Message::created`](crate::Message::created)), which every retry keeps.
+    ///
+    /// # Errors
+    /// Connection errors.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may or may not have claimed the run; claiming again with the same
+    /// copy is harmless.
+    async fn claim_run(&self, group: &str, name: &str, copy: &str) -> Result<bool, Error>;
 
     /// The group `group` now; `None` when there is none (never opened, or expired).
     ///

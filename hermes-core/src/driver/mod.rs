@@ -84,7 +84,9 @@ mod with_store;
 pub use bounded::{CALL_TIMEOUT, bounded, bounded_until, deadline, no_answer};
 pub use delivery::{Delivery, Receipt};
 pub use facets::{Browse, Controls, DeadLetters, Inspect, LimitStore, UniqueEmits, Workers};
-pub use job_store::{JobStore, Settle, UNFINISHED_GROUP_KEPT, mark_in};
+pub use job_store::{
+    INTERNAL_MARK, JobStore, Settle, UNFINISHED_GROUP_KEPT, claim_mark, claimant_in, mark_in,
+};
 pub use memory_store::MemoryStore;
 pub use priority_queues::PriorityQueues;
 pub use queue_name::validate_queue_name;

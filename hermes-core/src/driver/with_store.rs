@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{
-    Browse, Controls, DeadLetters, Driver, Inspect, JobStore, LimitStore, UniqueEmits, Workers,
+    Browse, Controls, DeadLetters, Driver, INTERNAL_MARK, Inspect, JobStore, LimitStore,
+    UniqueEmits, Workers,
 };
 use crate::forward;
 use crate::tracking::{GroupSpec, GroupState, JobRecord, Settled, Tally};
@@ -42,12 +43,13 @@ struct BrokerJobs<D> {
 }
 
 impl<D: Driver> WithStore<D> {
-    /// `inner`, with the limit store and the controls of `store`.
+    /// `inner`, with the limit store, the controls and the job store (records, batches,
+    /// workflows) of `store`.
     pub fn new(inner: D, store: impl Driver) -> Self {
         WithStore::from_arc(inner, Arc::new(store))
     }
 
-    /// `inner`, with the limit store and the controls of a shared `store`.
+    /// `inner`, with the limit store, the controls and the job store of a shared `store`.
     pub fn from_arc(inner: D, store: Arc<dyn Driver>) -> Self {
         let inner = Arc::new(inner);
         let jobs = BrokerJobs {
@@ -153,8 +155,12 @@ impl<D: Driver> JobStore for BrokerJobs<D> {
         self.store()?.settle(group, member, outcome, record).await
     }
 
-    /// Marks `name` sent in the store, then publishes `message` on the broker; a failed
-    /// publish clears the mark again.
+    /// Marks `name` as being sent in the store, publishes `message` on the broker, then marks
+    /// `name` released. A call that finds it marked as being sent and not released (a worker
+    /// killed between publishing and confirming, or one still at it) publishes it again: of
+    /// two copies, one runs ([`claim_run`](JobStore::claim_run)). Nothing is lost to a worker
+    /// killed half way: the job that released the message is not acknowledged yet, comes back
+    /// and releases again.
     async fn release(
         &self,
         group: &str,
@@ -163,21 +169,22 @@ impl<D: Driver> JobStore for BrokerJobs<D> {
         priority: Priority,
     ) -> Result<bool, Error> {
         let store = self.store()?;
-        if !store.mark(group, name, true).await? {
-            if store.group(group).await?.is_none() {
+        let sending = format!("{INTERNAL_MARK}sending:{name}");
+        if !store.mark(group, &sending, true).await? {
+            let Some(state) = store.group(group).await? else {
                 return Err(Error::Group(format!("there is no group {group}")));
+            };
+            if state.released.iter().any(|n| n == name) {
+                return Ok(false);
             }
-            return Ok(false);
         }
-        if let Err(e) = self.inner.send(message, priority).await {
-            if let Err(cleared) = store.mark(group, name, false).await {
-                tracing::warn!(
-                    "Clearing the mark of {name} of group {group} failed; it is not sent - {cleared}"
-                );
-            }
-            return Err(e);
-        }
+        self.inner.send(message, priority).await?;
+        store.mark(group, name, true).await?;
         Ok(true)
+    }
+
+    async fn claim_run(&self, group: &str, name: &str, copy: &str) -> Result<bool, Error> {
+        self.store()?.claim_run(group, name, copy).await
     }
 
     async fn mark(&self, group: &str, name: &str, released: bool) -> Result<bool, Error> {

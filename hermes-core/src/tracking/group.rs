@@ -238,7 +238,8 @@ pub struct GroupState {
     pub spec: GroupSpec,
     /// Its counts.
     pub tally: Tally,
-    /// The names of what it released ([`JobStore::release`](crate::driver::JobStore::release)).
+    /// The names of what it released ([`JobStore::release`](crate::driver::JobStore::release)),
+    /// sorted.
     pub released: Vec<String>,
     /// When its last member was settled, in Unix seconds; `None` while some are pending.
     pub finished: Option<f64>,
@@ -246,12 +247,17 @@ pub struct GroupState {
 
 impl GroupState {
     /// A group in this state.
+    ///
+    /// Marks a backend keeps for its own bookkeeping among `released` (starting with
+    /// [`INTERNAL_MARK`](crate::driver::INTERNAL_MARK)) are left out.
     pub fn new(
         spec: GroupSpec,
         tally: Tally,
-        released: Vec<String>,
+        mut released: Vec<String>,
         finished: Option<f64>,
     ) -> Self {
+        released.retain(|name| !name.starts_with(crate::driver::INTERNAL_MARK));
+        released.sort();
         GroupState {
             spec,
             tally,

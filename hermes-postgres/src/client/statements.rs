@@ -81,6 +81,9 @@ pub(crate) struct Sql {
     pub(crate) group_release: String,
     /// `$1` queue, `$2` group, `$3` name, `$4` released: one row changed when the mark did.
     pub(crate) group_mark: String,
+    /// `$1` queue, `$2` group, `$3` the claim mark's prefix, `$4` the copy: appends the
+    /// claim unless one with that prefix is there.
+    pub(crate) group_claim: String,
     /// `$1` queue, `$2` group.
     pub(crate) group: String,
     /// `$1` queue, `$2` group, `$3` members.
@@ -277,6 +280,12 @@ impl Sql {
                  THEN array_append(released, $3) ELSE array_remove(released, $3) END \
                  WHERE queue = $1 AND group_id = $2 AND expires_at > {NOW} \
                  AND ($3 = ANY(released)) <> $4"
+            ),
+            group_claim: format!(
+                "UPDATE {s}.job_groups SET released = array_append(released, $3 || $4) \
+                 WHERE queue = $1 AND group_id = $2 AND expires_at > {NOW} \
+                 AND NOT EXISTS (SELECT 1 FROM unnest(released) AS r(mark) \
+                 WHERE starts_with(r.mark, $3))"
             ),
             group: format!(
                 "SELECT spec, total, succeeded, failed, released, finished FROM {s}.job_groups \

@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use hermes_core::driver::{JobStore, UNFINISHED_GROUP_KEPT, async_trait, mark_in};
+use hermes_core::driver::{
+    JobStore, UNFINISHED_GROUP_KEPT, async_trait, claim_mark, claimant_in, mark_in,
+};
 use hermes_core::time::unix_now;
 use hermes_core::tracking::{GroupSpec, GroupState, JobRecord, Settled, Tally};
 use hermes_core::{Error, Message, Priority};
@@ -201,6 +203,18 @@ impl JobStore for MemoryDriver {
             return Ok(false);
         };
         Ok(mark_in(&mut found.released, name, released))
+    }
+
+    async fn claim_run(&self, group: &str, name: &str, copy: &str) -> Result<bool, Error> {
+        let mut state = self.lock();
+        let Some(found) = state.jobs.group(group) else {
+            return Ok(true);
+        };
+        if let Some(claimant) = claimant_in(&found.released, name) {
+            return Ok(claimant == copy);
+        }
+        found.released.push(claim_mark(name, copy));
+        Ok(true)
     }
 
     async fn group(&self, group: &str) -> Result<Option<GroupState>, Error> {

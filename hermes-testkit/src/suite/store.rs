@@ -90,6 +90,7 @@ macro_rules! store_suite {
             status_moves_through_its_states,
             a_batch_runs_its_success_callback_once_after_its_last_job,
             a_batch_with_a_dead_job_completes_without_success,
+            a_second_copy_of_a_released_message_does_not_run,
             a_three_step_chain_passes_results_in_order,
             a_diamond_starts_its_last_step_once_with_both_results,
         );

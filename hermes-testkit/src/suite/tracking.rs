@@ -11,7 +11,7 @@ use hermes_core::tracking::{
 };
 use hermes_core::{
     DEFAULT_PRIORITY, Dispatcher, DispatcherOptions, Driver, Emitter, Error, Job, JobContext,
-    Message, RetryPolicy,
+    JsonSerializer, Message, RetryPolicy, Serializer as _,
 };
 use serde::{Deserialize, Serialize};
 
@@ -194,6 +194,9 @@ fn tracking_worker<D: Driver>(driver: D, notes: Notes) -> Dispatcher {
     dispatcher.register_job(move |job: BatchDone, ctx: JobContext| {
         let notes = callbacks.clone();
         async move {
+            if job.label == "slow" {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
             let batch = ctx.group().unwrap_or("-").to_owned();
             let items = notes
                 .read()
@@ -569,6 +572,62 @@ pub async fn a_batch_runs_its_success_callback_once_after_its_last_job<H: Harnes
         .expect("a status")
         .expect("the callback's record");
     assert_eq!(callback.state, JobState::Succeeded);
+    Outcome::Passed
+}
+
+/// Two copies of a batch's callback queued at once (what a worker killed between queueing it
+/// and marking it released leaves, or one killed between publishing it to a broker and
+/// confirming it) run once: the copy that claims the run first runs it, the other is
+/// acknowledged without running.
+pub async fn a_second_copy_of_a_released_message_does_not_run<H: Harness>(
+    h: &H,
+    queue: &str,
+) -> Outcome {
+    if serve_as_copy(h, queue, tracking_worker).await {
+        return Outcome::Passed;
+    }
+    let emitter = match emitter_or_skip(h, queue).await {
+        Ok(emitter) => emitter,
+        Err(skipped) => return skipped,
+    };
+    // Left open, so the callback can come only from the copies below.
+    let open = emitter
+        .open_batch(Batch::new().on_success(&BatchDone {
+            label: "slow".into(),
+        }))
+        .await
+        .expect("a batch");
+    let id = open.id().to_owned();
+    let callback = BatchStatus::callback_id(&id, ON_SUCCESS);
+    for created in [1_700_000_000, 1_700_000_001] {
+        let bytes = format!(
+            r#"{{"message":{{"id":"{callback}","type":"{}","created":{created},"payload":{{"label":"slow"}},"execute_at":null,"retries":0,"group":"{id}"}}}}"#,
+            BatchDone::TYPE
+        );
+        let copy = JsonSerializer
+            .deserialize(bytes.as_bytes())
+            .expect("a copy of the callback");
+        emitter
+            .emit(&copy, DEFAULT_PRIORITY)
+            .await
+            .expect("a copy queued");
+    }
+    let (workers, notes) = Workers::start(h, queue, 2, tracking_worker).await;
+    let ran = format!("slow {id} ");
+    let first = eventually(PATIENCE, || async {
+        notes
+            .read()
+            .iter()
+            .any(|l| l.starts_with(&ran))
+            .then_some(())
+    })
+    .await;
+    assert!(first.is_some(), "a copy of the callback ran");
+    // Time for the other copy to run, if it were let.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    workers.stop().await;
+    let runs = notes.read().iter().filter(|l| l.starts_with(&ran)).count();
+    assert_eq!(runs, 1, "two copies of a callback run once");
     Outcome::Passed
 }
 
