@@ -124,7 +124,9 @@ pub(crate) enum Command {
     /// Serve the dashboard: the queue's figures, dead letters (replay, delete) and workers,
     /// Prometheus text at /metrics and JSON at /api/stats. Stops on SIGINT or SIGTERM.
     Dashboard {
-        /// The address to listen on.
+        /// The address to listen on. Off loopback, the dashboard asks every request for
+        /// credentials, and starts only when the environment names them:
+        /// HERMES_DASHBOARD_TOKEN, or HERMES_DASHBOARD_USER and HERMES_DASHBOARD_PASSWORD.
         #[arg(long, default_value = "127.0.0.1:8080")]
         listen: std::net::SocketAddr,
         /// Serve no action: nothing can be replayed or deleted.
@@ -367,11 +369,7 @@ pub(crate) fn rfc3339(text: &str) -> Result<SystemTime, String> {
 
 /// `time` in RFC 3339, in UTC, to the second.
 pub(crate) fn format_rfc3339(time: SystemTime) -> String {
-    let time = time::OffsetDateTime::from(time)
-        .replace_nanosecond(0)
-        .unwrap_or_else(|_| time::OffsetDateTime::from(time));
-    time.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| "an unprintable time".to_owned())
+    hermes_dashboard::view::rfc3339(time)
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use crate::Failure;
 use crate::args::DeadCommand;
-use crate::peek::message_json;
+use hermes_dashboard::view::message_json;
 
 /// Runs one `hermes dead` command on the queue of `priority`.
 pub(crate) async fn dead(

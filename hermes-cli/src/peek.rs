@@ -1,8 +1,8 @@
 //! `hermes peek` and `hermes purge`: the messages of one state of a queue.
 
 use hermes_core::inspect::QueueState;
-use hermes_core::{Driver, Message, Priority};
-use serde_json::{Value, json};
+use hermes_core::{Driver, Priority};
+use serde_json::Value;
 
 use crate::Failure;
 
@@ -18,7 +18,10 @@ pub(crate) async fn peek(
         .peek(priority, state, limit)
         .await?;
     if json {
-        let list: Vec<Value> = messages.iter().map(message_json).collect();
+        let list: Vec<Value> = messages
+            .iter()
+            .map(hermes_dashboard::view::message_json)
+            .collect();
         println!("{}", Value::Array(list));
         return Ok(());
     }
@@ -60,25 +63,4 @@ pub(crate) async fn purge(
         None => println!("purged the {state} messages"),
     }
     Ok(())
-}
-
-/// A message as JSON, payload included: the operator asked for it. A payload still sealed
-/// (no key given, or not the one it needs) shows as sealed, with the key id and its size.
-pub(crate) fn message_json(m: &Message) -> Value {
-    let payload = match hermes::seal::stored_form(m.payload()) {
-        Some(form) if form.key.is_some() => Value::String(format!(
-            "<sealed with the key {:?}, {} bytes>",
-            form.key.unwrap_or_default(),
-            form.len
-        )),
-        _ => m.payload().cloned().unwrap_or(Value::Null),
-    };
-    json!({
-        "id": m.id(),
-        "type": m.message_type(),
-        "payload": payload,
-        "created": m.created(),
-        "execute_at": m.execute_at(),
-        "retries": m.retries(),
-    })
 }

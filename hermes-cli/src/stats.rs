@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use hermes_core::Driver;
-use hermes_core::inspect::{Figure, QueueStats};
+use hermes_core::inspect::QueueStats;
+use hermes_dashboard::view::{latency, queue_json};
 use serde_json::{Value, json};
 
 use crate::Failure;
@@ -13,7 +14,7 @@ pub(crate) async fn stats(driver: &dyn Driver, json: bool) -> Result<(), Failure
     let stats = crate::facet::inspect(driver)?.stats().await?;
     let paused = paused(driver).await?;
     if json {
-        let queues: Vec<Value> = stats.iter().map(to_json).collect();
+        let queues: Vec<Value> = stats.iter().map(queue_json).collect();
         println!(
             "{}",
             json!({ "driver": driver.name(), "queues": queues, "paused": paused })
@@ -66,7 +67,7 @@ pub(crate) async fn watch(
         })??;
         let now = crate::args::format_rfc3339(std::time::SystemTime::now());
         if json {
-            let queues: Vec<Value> = stats.iter().map(to_json).collect();
+            let queues: Vec<Value> = stats.iter().map(queue_json).collect();
             println!(
                 "{}",
                 json!({ "driver": driver.name(), "at": now, "queues": queues, "paused": paused })
@@ -106,39 +107,4 @@ fn print_table(stats: &[QueueStats]) {
         ]);
     }
     print!("{}", crate::table::render(&rows));
-}
-
-pub(crate) fn latency(figure: Figure<Duration>) -> String {
-    match figure {
-        Figure::Exact(d) => format!("{:.1}s", d.as_secs_f64()),
-        Figure::Approximate(d) => format!("~{:.1}s", d.as_secs_f64()),
-        Figure::Unknown => "?".to_owned(),
-    }
-}
-
-/// A figure as JSON: the number, `{"approximate": n}`, or `null` when unknown.
-fn count(figure: Figure<u64>) -> Value {
-    match figure {
-        Figure::Exact(n) => json!(n),
-        Figure::Approximate(n) => json!({ "approximate": n }),
-        Figure::Unknown => Value::Null,
-    }
-}
-
-pub(crate) fn to_json(queue: &QueueStats) -> Value {
-    let latency = match queue.latency {
-        Figure::Exact(d) => json!(d.as_secs_f64()),
-        Figure::Approximate(d) => json!({ "approximate": d.as_secs_f64() }),
-        Figure::Unknown => Value::Null,
-    };
-    json!({
-        "name": queue.name,
-        "priority": queue.priority,
-        "waiting": count(queue.waiting),
-        "delayed": count(queue.delayed),
-        "in_flight": count(queue.in_flight),
-        "dead": count(queue.dead),
-        "latency_seconds": latency,
-        "consumers": count(queue.consumers),
-    })
 }

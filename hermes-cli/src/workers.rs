@@ -66,7 +66,7 @@ pub(crate) async fn list(driver: &dyn Driver, json: bool) -> Result<(), Failure>
         let running = w
             .running
             .iter()
-            .map(running_message)
+            .map(hermes_dashboard::view::running)
             .collect::<Vec<_>>()
             .join(", ");
         rows.push([
@@ -123,14 +123,4 @@ fn to_json(w: &WorkerInfo) -> Value {
         "running": w.running.iter().map(|r| json!({"id": r.id, "type": r.message_type, "since": r.since})).collect::<Vec<_>>(),
         "expires": w.expires,
     })
-}
-
-/// A message a worker runs, as the table and the dashboard show it: its id, its type, and how
-/// long it has run (`m-7 (report.export) for 12 s`).
-pub(crate) fn running_message(message: &hermes_core::workers::RunningMessage) -> String {
-    let seconds = (hermes_core::time::unix_now() - message.since).max(0.0);
-    format!(
-        "{} ({}) for {seconds:.0} s",
-        message.id, message.message_type
-    )
 }

@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 use common::dashboard::{Dashboard, bury};
 use fantoccini::{Client, ClientBuilder, Locator};
 use hermes::fs::FileSystemDriver;
-use hermes_core::inspect::{Figure, QueueStats};
+use hermes_core::flow::PauseTarget;
+use hermes_core::inspect::{Figure, QueueState, QueueStats};
 use hermes_core::{
     DEFAULT_PRIORITY, Dispatcher, DispatcherOptions, Driver, Message, SharedFileShutdown, Shutdown,
 };
@@ -316,4 +317,171 @@ async fn the_dashboard_in_a_browser() {
     stop.shutdown(None).await.unwrap();
     worker.await.unwrap().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Waits until the page's `main` holds `wanted`, reloading it: after an action the browser
+/// follows the redirect back to the page.
+async fn wait_for_main(browser: &Client, check: impl Fn(&str) -> bool, what: &str) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if check(&text(browser, "main").await) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn click(browser: &Client, css: &str) {
+    browser
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .click()
+        .await
+        .unwrap();
+}
+
+/// Saves the page as `name`.png in the test target folder, and in `HERMES_SCREENSHOTS` (a
+/// folder, relative to the workspace's root) when that is set.
+async fn save_screenshot(browser: &Client, name: &str) {
+    let png = browser.screenshot().await.unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    let mut places = vec![PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.png"))];
+    if let Some(folder) = std::env::var_os("HERMES_SCREENSHOTS") {
+        let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(folder);
+        places.push(folder.join(format!("{name}.png")));
+    }
+    for place in places {
+        std::fs::write(&place, &png).unwrap();
+        eprintln!("screenshot: {}", place.display());
+    }
+}
+
+/// A queue's pages and actions in the browser, checked in the backend after each action:
+/// foreign text shows as text and runs nothing, a selection is deleted after the browser's
+/// confirmation, a delayed job runs now, a job's page shows it, the queue pauses and resumes.
+async fn the_queue_pages_work(url: &str, driver: &dyn Driver, backend: &str) {
+    let hostile = Message::builder("<script>window.hermesInjected = 1</script>")
+        .id("hostile")
+        .payload(&json!({ "note": "\"><img src=x onerror=\"window.hermesInjected = 2\">" }))
+        .build()
+        .unwrap();
+    driver.send(&hostile, DEFAULT_PRIORITY).await.unwrap();
+    for n in 0..3 {
+        let message = Message::builder("report.export")
+            .id(format!("w-{n}"))
+            .payload(&json!({ "row": n }))
+            .build()
+            .unwrap();
+        driver.send(&message, DEFAULT_PRIORITY).await.unwrap();
+    }
+    let later = Message::builder("report.export")
+        .id("later")
+        .execute_at(hermes_core::time::unix_now() + 3600.0)
+        .build()
+        .unwrap();
+    driver.send(&later, DEFAULT_PRIORITY).await.unwrap();
+    let browse = driver.browse().unwrap();
+    let state_of = |id: &'static str| async move {
+        browse
+            .find(DEFAULT_PRIORITY, id)
+            .await
+            .unwrap()
+            .map(|(state, _)| state)
+    };
+
+    let dashboard = Dashboard::start(url, &[]);
+    let address = format!("http://{}", dashboard.address);
+    let (_chromedriver, port) = start_chromedriver();
+    let profile = std::env::temp_dir().join(format!(
+        "hermes-browser-queue-{backend}-{}",
+        std::process::id()
+    ));
+    let browser = open_browser(port, &profile).await;
+
+    browser.goto(&format!("{address}/queues")).await.unwrap();
+    click(&browser, "a.queue").await;
+    wait_for_main(&browser, |t| t.contains("w-2"), "the queue's jobs").await;
+    let main = text(&browser, "main").await;
+    assert!(main.contains("<script>window.hermesInjected = 1</script>"), "{main}");
+    let injected: serde_json::Value = browser
+        .execute("return window.hermesInjected === undefined;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(injected, json!(true), "foreign text ran as script");
+    save_screenshot(&browser, &format!("dashboard-queue-{backend}")).await;
+
+    // Delete two jobs, confirming in the browser's dialog.
+    click(&browser, "input[type=checkbox][value=\"w-0\"]").await;
+    click(&browser, "input[type=checkbox][value=\"w-1\"]").await;
+    click(&browser, "button.delete").await;
+    browser.accept_alert().await.expect("a confirmation");
+    wait_for_main(&browser, |t| !t.contains("w-0"), "the list without the deleted").await;
+    assert_eq!(state_of("w-0").await, None);
+    assert_eq!(state_of("w-1").await, None);
+    assert_eq!(state_of("w-2").await, Some(QueueState::Waiting));
+
+    // The delayed job, run now.
+    click(&browser, "a[href*=\"state=delayed\"]").await;
+    wait_for_main(&browser, |t| t.contains("later"), "the delayed job").await;
+    click(&browser, "input[type=checkbox][value=\"later\"]").await;
+    click(&browser, "button.run-now").await;
+    wait_for_main(&browser, |t| t.contains("No jobs here."), "none delayed").await;
+    assert_eq!(state_of("later").await, Some(QueueState::Waiting));
+
+    // One job's page.
+    browser
+        .goto(&format!("{address}/job?priority=100&id=w-2"))
+        .await
+        .unwrap();
+    let main = text(&browser, "main").await;
+    assert!(main.contains("report.export") && main.contains("\"row\": 2"), "{main}");
+    save_screenshot(&browser, &format!("dashboard-job-{backend}")).await;
+
+    // Pause and resume the queue.
+    browser.goto(&format!("{address}/queue")).await.unwrap();
+    click(&browser, "button.pause").await;
+    wait_for_main(&browser, |t| t.contains("Paused:"), "the queue paused").await;
+    let paused = driver.controls().unwrap().paused().await.unwrap();
+    assert_eq!(paused, [PauseTarget::Priority(DEFAULT_PRIORITY)]);
+    click(&browser, "button.resume").await;
+    wait_for_main(&browser, |t| !t.contains("Paused:"), "the queue resumed").await;
+    assert!(driver.controls().unwrap().paused().await.unwrap().is_empty());
+
+    browser.close().await.unwrap();
+    dashboard.stop();
+    let _ = std::fs::remove_dir_all(&profile);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_pages_in_a_browser_on_the_filesystem() {
+    if !available_or_skip(strict(), "the_queue_pages_on_the_filesystem", browser_available()) {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("hermes-browser-q-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let url = format!("file://{}?queue=jobs", dir.display());
+    let driver = FileSystemDriver::from_url(&url).unwrap();
+    the_queue_pages_work(&url, &driver, "filesystem").await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_pages_in_a_browser_on_redis() {
+    if !available_or_skip(strict(), "the_queue_pages_on_redis", browser_available()) {
+        return;
+    }
+    let key = hermes_testkit::suite::unique_queue_name("browser");
+    let base =
+        std::env::var("HERMES_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+    let url = format!("{base}/0?key={key}&schedule_key={key}_schedule");
+    let driver = hermes::redis::RedisSetDriver::from_url(&url)
+        .await
+        .expect("Redis");
+    the_queue_pages_work(&url, &driver, "redis").await;
+    let purge = driver.inspect().unwrap();
+    for state in [QueueState::Waiting, QueueState::Delayed] {
+        purge.purge(DEFAULT_PRIORITY, state).await.unwrap();
+    }
 }

@@ -217,3 +217,77 @@ async fn the_dashboard_on_redis() {
             .unwrap();
     }
 }
+
+#[test]
+fn off_loopback_the_dashboard_starts_only_with_credentials() {
+    let dir = std::env::temp_dir().join(format!("hermes-dashboard-off-{}", std::process::id()));
+    let url = format!("file://{}?queue=jobs", dir.display());
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_hermes"))
+        .args(["--url", &url, "dashboard", "--listen", "0.0.0.0:0"])
+        .env_remove("HERMES_DASHBOARD_TOKEN")
+        .env_remove("HERMES_DASHBOARD_USER")
+        .env_remove("HERMES_DASHBOARD_PASSWORD")
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2), "a usage error");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("HERMES_DASHBOARD_TOKEN"), "{said}");
+
+    let secret = "a-token-of-the-operator-0123";
+    let mut dashboard = Dashboard::start_with(
+        &url,
+        "0.0.0.0:0",
+        &[],
+        &[("HERMES_DASHBOARD_TOKEN", secret)],
+    );
+    let (status, body) = dashboard.request("GET", "/", "");
+    assert_eq!(status, 401);
+    assert!(!body.contains(secret));
+    dashboard.authorization = Some("Bearer a-token-of-the-operator-0124".to_owned());
+    assert_eq!(
+        dashboard.request("GET", "/queues", "").0,
+        401,
+        "a wrong token"
+    );
+    dashboard.authorization = Some(format!("Bearer {secret}"));
+    for path in [
+        "/",
+        "/queues",
+        "/dead",
+        "/workers",
+        "/metrics",
+        "/api/stats",
+    ] {
+        assert!(
+            !dashboard.get(path).contains(secret),
+            "{path} shows the token"
+        );
+    }
+    dashboard.stop();
+
+    let (user, password) = ("ops", "pass-word-0123");
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_hermes"))
+        .args(["--url", &url, "dashboard", "--listen", "0.0.0.0:0"])
+        .env_remove("HERMES_DASHBOARD_TOKEN")
+        .env("HERMES_DASHBOARD_USER", user)
+        .env_remove("HERMES_DASHBOARD_PASSWORD")
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2), "a user without a password");
+    let mut dashboard = Dashboard::start_with(
+        &url,
+        "0.0.0.0:0",
+        &[],
+        &[
+            ("HERMES_DASHBOARD_USER", user),
+            ("HERMES_DASHBOARD_PASSWORD", password),
+        ],
+    );
+    assert_eq!(dashboard.request("GET", "/", "").0, 401);
+    use base64::Engine;
+    let pair = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    dashboard.authorization = Some(format!("Basic {pair}"));
+    assert!(dashboard.get("/").contains("Overview"));
+    dashboard.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}

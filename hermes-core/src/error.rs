@@ -133,6 +133,11 @@ pub enum Error {
     #[error("{0}")]
     InvalidResult(String),
 
+    /// A page cursor that is not one the backend gave
+    /// ([`Page::next`](crate::inspect::Page::next)).
+    #[error("invalid page cursor: not one this backend gave")]
+    InvalidCursor,
+
     /// A driver was asked for something it cannot do.
     #[error("{driver} driver does not support {what}")]
     Unsupported {

@@ -6,6 +6,10 @@ use std::time::{Duration, SystemTime};
 
 use crate::{Message, Priority};
 
+pub use crate::paging::{
+    FILTER_READS, Page, PageRequest, found_by_pages, offset_of, offset_page, peeked_page,
+};
+
 /// Where a message is on its queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]

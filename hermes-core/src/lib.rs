@@ -64,6 +64,7 @@ mod job;
 mod job_emit;
 mod job_handler;
 mod message;
+mod paging;
 mod queue_config;
 mod retry;
 mod serializer;

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use hermes_core::driver::{Browse, Inspect, async_trait};
-use hermes_core::inspect::{Figure, QueueState, QueueStats};
+use hermes_core::inspect::{Figure, Page, PageRequest, QueueState, QueueStats};
 use hermes_core::{Error, Message, Priority};
 
 use crate::core::{Core, Held};
@@ -110,6 +110,10 @@ impl Browse for Core {
             .collect())
     }
 
+    async fn page(&self, priority: Priority, request: &PageRequest) -> Result<Page, Error> {
+        self.read_page(priority, request).await
+    }
+
     /// Removes the waiting or delayed row of message `id`, and its dead letter.
     async fn delete(&self, priority: Priority, id: &str) -> Result<bool, Error> {
         let queue = self.queues.get(priority)?;
@@ -133,7 +137,10 @@ impl Core {
     /// claimed ahead and no handler has yet, and deletes the rows it acknowledged, so that the
     /// table tells where every message is. Runs in a task of its own: a dropped call leaves
     /// nothing held.
-    async fn settle_before_reading(&self, priority: Option<Priority>) -> Result<(), Error> {
+    pub(crate) async fn settle_before_reading(
+        &self,
+        priority: Option<Priority>,
+    ) -> Result<(), Error> {
         let mut held = Vec::new();
         {
             let mut buffer = self.buffer();

@@ -48,6 +48,7 @@ mod jobs;
 mod limits;
 mod migrate;
 mod naming;
+mod pages;
 mod prune;
 mod receive;
 mod send;

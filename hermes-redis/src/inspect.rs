@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use hermes_core::driver::{Browse, Inspect, async_trait};
-use hermes_core::inspect::{Figure, QueueState, QueueStats};
+use hermes_core::inspect::{Figure, Page, PageRequest, QueueState, QueueStats, peeked_page};
 use hermes_core::time::unix_now;
 use hermes_core::{DEFAULT_PRIORITY, Error, Message, Priority};
 
@@ -202,6 +202,13 @@ impl Browse for Core {
         Ok(messages)
     }
 
+    async fn page(&self, priority: Priority, request: &PageRequest) -> Result<Page, Error> {
+        match request.state {
+            QueueState::Waiting => self.waiting_page(priority, request).await,
+            _ => peeked_page(self, priority, request).await,
+        }
+    }
+
     async fn delete(&self, priority: Priority, id: &str) -> Result<bool, Error> {
         let set = self.sets.get(priority)?;
         if self
@@ -293,7 +300,16 @@ impl Core {
         }
     }
 
-    fn decoded(&self, bodies: &[Vec<u8>]) -> Vec<Message> {
+    /// The bodies of the messages of the queue whose set is `set` this process claimed ahead.
+    pub(crate) fn ahead_bodies(&self, set: &str) -> Vec<Vec<u8>> {
+        self.claimed_ahead(set)
+            .into_iter()
+            .map(|(_, body)| body)
+            .collect()
+    }
+
+    /// The messages of `bodies` that decode.
+    pub(crate) fn decoded(&self, bodies: &[Vec<u8>]) -> Vec<Message> {
         bodies
             .iter()
             .filter_map(|body| self.serializer.deserialize(body).ok())

@@ -48,6 +48,7 @@ mod jobs;
 mod keyspace;
 mod limits;
 mod naming;
+mod pages;
 mod receive;
 mod scripts;
 mod send;

@@ -9,7 +9,9 @@ use hermes_core::driver::{
     MemoryStore, UniqueEmits, Workers, forward,
 };
 use hermes_core::flow::{Admission, Bound, Cancellation, PauseTarget};
-use hermes_core::inspect::{DeadLetter, DeadReason, Figure, QueueState, QueueStats, Replay};
+use hermes_core::inspect::{
+    DeadLetter, DeadReason, Figure, Page, PageRequest, QueueState, QueueStats, Replay,
+};
 use hermes_core::tracking::{GroupSpec, GroupState, JobRecord, JobState, Settled, Tally};
 use hermes_core::workers::WorkerInfo;
 use hermes_core::{
@@ -21,6 +23,8 @@ use hermes_testkit::{MemoryDriver, MemoryHarness};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Fault {
+    /// Each page but the last leaves out its last message.
+    PageSkips,
     /// Everything goes to the default queue.
     IgnoresPriority,
     /// `ack` keeps the message claimed, so it comes back.
@@ -424,6 +428,13 @@ impl Browse for Faulty {
         }
         self.inner.browse().unwrap().peek(p, state, limit).await
     }
+    async fn page(&self, p: Priority, request: &PageRequest) -> Result<Page, Error> {
+        let mut page = self.inner.browse().unwrap().page(p, request).await?;
+        if self.fault == Fault::PageSkips && page.next.is_some() {
+            page.messages.pop();
+        }
+        Ok(page)
+    }
     async fn delete(&self, p: Priority, id: &str) -> Result<bool, Error> {
         self.inner.browse().unwrap().delete(p, id).await
     }
@@ -633,6 +644,11 @@ must_fail!(
     miscounted_claims_fail,
     Fault::MiscountsInFlight,
     stats_count_every_state
+);
+must_fail!(
+    a_page_that_skips_a_message_fails,
+    Fault::PageSkips,
+    pages_meet_every_message_once
 );
 must_fail!(
     a_claiming_peek_fails,

@@ -12,15 +12,25 @@ use hermes_core::{DEFAULT_PRIORITY, Driver, Message};
 /// A running dashboard: the child process and the address it printed.
 pub struct Dashboard {
     child: Child,
-    /// Where it listens: `127.0.0.1:<port>`.
+    /// Where it is reached: `127.0.0.1:<port>`.
     pub address: String,
+    /// The `Authorization` header every request sends.
+    pub authorization: Option<String>,
 }
 
 impl Dashboard {
+    /// A dashboard on loopback, with `extra` arguments.
     pub fn start(url: &str, extra: &[&str]) -> Dashboard {
+        Dashboard::start_with(url, "127.0.0.1:0", extra, &[])
+    }
+
+    /// A dashboard listening on `listen` (reached on loopback), with `extra` arguments and
+    /// the environment variables `env`.
+    pub fn start_with(url: &str, listen: &str, extra: &[&str], env: &[(&str, &str)]) -> Dashboard {
         let mut child = Command::new(env!("CARGO_BIN_EXE_hermes"))
-            .args(["--url", url, "dashboard", "--listen", "127.0.0.1:0"])
+            .args(["--url", url, "dashboard", "--listen", listen])
             .args(extra)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .spawn()
             .expect("running hermes dashboard");
@@ -33,8 +43,12 @@ impl Dashboard {
             .strip_prefix("hermes dashboard on http://")
             .and_then(|a| a.strip_suffix('/'))
             .unwrap_or_else(|| panic!("the first line names the address: {line:?}"))
-            .to_owned();
-        Dashboard { child, address }
+            .replace("0.0.0.0:", "127.0.0.1:");
+        Dashboard {
+            child,
+            address,
+            authorization: None,
+        }
     }
 
     /// The status and body of a request.
@@ -43,9 +57,13 @@ impl Dashboard {
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
+        let authorization = self
+            .authorization
+            .as_ref()
+            .map_or_else(String::new, |value| format!("Authorization: {value}\r\n"));
         write!(
             stream,
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n{authorization}\
              Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{form}",
             self.address,
             form.len()

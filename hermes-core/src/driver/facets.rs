@@ -7,7 +7,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::flow::{Admission, Bound, Cancellation, PauseTarget};
-use crate::inspect::{DeadLetter, DeadReason, QueueState, QueueStats, Replay};
+use crate::inspect::{
+    DeadLetter, DeadReason, Page, PageRequest, QueueState, QueueStats, Replay, found_by_pages,
+    peeked_page,
+};
 use crate::unique::{Emitted, Unique};
 use crate::workers::WorkerInfo;
 use crate::{Error, Message, Priority};
@@ -66,6 +69,43 @@ pub trait Browse: Send + Sync {
         state: QueueState,
         limit: usize,
     ) -> Result<Vec<Message>, Error>;
+
+    /// One page of the messages of the queue of `priority` in `request.state`, without
+    /// claiming them: up to `request.limit` of its type, from its cursor on, in the backend's
+    /// order for the state (as [`peek`](Browse::peek) reads them, or in no set order where the
+    /// backend keeps none, as a Redis set). Walking from the first page through each
+    /// [`Page::next`] until it is `None` meets every message that stays in the state meanwhile
+    /// once. A page filtered by type may hold fewer than asked and still have a next one.
+    ///
+    /// The default reads the state with `peek` up to the page's end; a backend overrides it
+    /// to read only the page.
+    ///
+    /// # Errors
+    /// [`Error::InvalidCursor`] for a cursor this backend did not give; as `peek`.
+    ///
+    /// # Cancellation safety
+    /// Cancel safe: it changes nothing.
+    async fn page(&self, priority: Priority, request: &PageRequest) -> Result<Page, Error> {
+        peeked_page(self, priority, request).await
+    }
+
+    /// The message `id` of the queue of `priority` and its state, looked for in each state in
+    /// turn (waiting, delayed, in flight, dead); `None` when it is in none of them.
+    ///
+    /// The default walks the pages of each state; a backend overrides it to look the id up.
+    ///
+    /// # Errors
+    /// [`Error::UnknownPriority`]; connection errors.
+    ///
+    /// # Cancellation safety
+    /// Cancel safe: it changes nothing.
+    async fn find(
+        &self,
+        priority: Priority,
+        id: &str,
+    ) -> Result<Option<(QueueState, Message)>, Error> {
+        found_by_pages(self, priority, id).await
+    }
 
     /// Removes the waiting, delayed or dead message `id` of the queue of `priority`; returns
     /// whether it was there.

@@ -34,6 +34,13 @@ pub(crate) struct Sql {
     /// Per state: waiting, delayed, in flight.
     pub(crate) peek: [String; 3],
     pub(crate) peek_dead: String,
+    /// A page: `$1` queue, `$2` limit, `$3` due time and `$4` row id after which it starts;
+    /// per state: waiting, delayed (rows in due order), in flight (rows in id order, `$3`
+    /// ignored).
+    pub(crate) page: [String; 3],
+    /// A page of dead letters: `$1` queue, `$2` limit, `$3` ignored, `$4` the row id after
+    /// which it starts.
+    pub(crate) page_dead: String,
     pub(crate) delete: String,
     pub(crate) dead_letters: String,
     pub(crate) unbury: String,
@@ -216,6 +223,33 @@ impl Sql {
             ],
             peek_dead: format!(
                 "SELECT body FROM {s}.dead_letters WHERE queue = $1 ORDER BY id LIMIT $2"
+            ),
+            page: [
+                format!(
+                    "SELECT body, due_at, id FROM (\
+                     (SELECT body, due_at, id FROM {s}.jobs WHERE {} \
+                      AND (due_at, id) > ($3::float8, $4::int8) ORDER BY due_at, id LIMIT $2) \
+                     UNION ALL \
+                     (SELECT body, due_at, id FROM {s}.jobs WHERE {} \
+                      AND (due_at, id) > ($3::float8, $4::int8) ORDER BY due_at, id LIMIT $2)) p \
+                     ORDER BY due_at, id LIMIT $2",
+                    state(0),
+                    state(3)
+                ),
+                format!(
+                    "SELECT body, due_at, id FROM {s}.jobs WHERE {} \
+                     AND (due_at, id) > ($3::float8, $4::int8) ORDER BY due_at, id LIMIT $2",
+                    state(1)
+                ),
+                format!(
+                    "SELECT body, due_at, id FROM {s}.jobs WHERE {} \
+                     AND id > $4::int8 AND $3::float8 IS NOT NULL ORDER BY id LIMIT $2",
+                    state(2)
+                ),
+            ],
+            page_dead: format!(
+                "SELECT body, 0::float8, id FROM {s}.dead_letters WHERE queue = $1 \
+                 AND id > $4::int8 AND $3::float8 IS NOT NULL ORDER BY id LIMIT $2"
             ),
             delete: format!(
                 "WITH j AS (DELETE FROM {s}.jobs WHERE queue = $1 AND message_id = $2 \

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use hermes_core::driver::{Delivery, Inspect};
-use hermes_core::inspect::{DeadKind, DeadReason, Figure, QueueState, QueueStats};
+use hermes_core::driver::{Browse, Delivery, Inspect};
+use hermes_core::inspect::{DeadKind, DeadReason, Figure, PageRequest, QueueState, QueueStats};
 use hermes_core::{DEFAULT_PRIORITY, Driver, Message};
 use serde_json::json;
 
@@ -147,6 +147,168 @@ pub async fn peek_leaves_messages_where_they_were<H: Harness>(h: &H, queue: &str
         Err(e) => panic!("peek in flight: {e}"),
     }
     ack(&driver, &first).await;
+    Outcome::Passed
+}
+
+/// Every page of a state, from the first through each `next`, in a state nobody changes.
+async fn walk(browse: &dyn Browse, request: PageRequest) -> Vec<Vec<Message>> {
+    let mut pages = Vec::new();
+    let mut request = request;
+    loop {
+        let page = browse
+            .page(DEFAULT_PRIORITY, &request)
+            .await
+            .unwrap_or_else(|e| panic!("a page of {}: {e}", request.state));
+        assert!(
+            page.messages.len() <= request.limit,
+            "a page of {} holds {} messages, over its limit of {}",
+            request.state,
+            page.messages.len(),
+            request.limit
+        );
+        pages.push(page.messages);
+        match page.next {
+            Some(next) => request.cursor = Some(next),
+            None => return pages,
+        }
+        assert!(
+            pages.len() < 200,
+            "the pages of {} never end",
+            request.state
+        );
+    }
+}
+
+fn ids(messages: &[Message]) -> Vec<String> {
+    let mut ids: Vec<String> = messages.iter().map(|m| m.id().to_owned()).collect();
+    ids.sort();
+    ids
+}
+
+/// Pages of waiting, delayed and dead messages, walked from the first through each cursor,
+/// meet each message of the state once (in sending order where the driver is FIFO) and no
+/// more than the limit at a time, filtered by type when asked; a message is found by its id
+/// with its state; a cursor the backend did not give is refused; nothing is taken.
+pub async fn pages_meet_every_message_once<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let driver = open(h, queue).await;
+    let caps = driver.capabilities();
+    let Some(browse) = driver.browse() else {
+        return Outcome::lacks_facet("browse");
+    };
+    let waiting: Vec<Message> = (0..23)
+        .map(|n| {
+            let kind = if n % 3 == 0 { "paged.a" } else { "paged.b" };
+            message(kind, n)
+        })
+        .collect();
+    for m in &waiting {
+        send(&driver, m, DEFAULT_PRIORITY).await;
+    }
+    let delayed: Vec<Message> = (0..4)
+        .map(|n| {
+            Message::builder("paged.later")
+                .payload(&json!({ "n": n }))
+                .delay(Duration::from_secs(600))
+                .build()
+                .expect("a message")
+        })
+        .collect();
+    for m in &delayed {
+        send(&driver, m, DEFAULT_PRIORITY).await;
+    }
+
+    let pages = walk(browse, PageRequest::new(QueueState::Waiting, 5)).await;
+    let met: Vec<Message> = pages.concat();
+    assert_eq!(ids(&met), ids(&waiting), "each waiting message on one page");
+    if caps.fifo {
+        assert_eq!(met, waiting, "in sending order, every field");
+    }
+    let of_a: Vec<Message> = waiting
+        .iter()
+        .filter(|m| m.message_type() == "paged.a")
+        .cloned()
+        .collect();
+    let filtered = walk(
+        browse,
+        PageRequest::new(QueueState::Waiting, 2).of_type("paged.a"),
+    )
+    .await
+    .concat();
+    assert_eq!(
+        ids(&filtered),
+        ids(&of_a),
+        "only and every message of the type"
+    );
+    let later = walk(browse, PageRequest::new(QueueState::Delayed, 3)).await;
+    assert_eq!(
+        ids(&later.concat()),
+        ids(&delayed),
+        "each delayed message once"
+    );
+
+    let mut dead_id = None;
+    if let Some(dead_letters) = driver.dead_letters() {
+        let doomed = claim(&driver).await;
+        let reason = DeadReason::new(DeadKind::Failed, "deliberate").with_handler("scenario");
+        dead_letters
+            .add(&doomed, &reason)
+            .await
+            .expect("dead-lettering");
+        let dead = walk(browse, PageRequest::new(QueueState::Dead, 1))
+            .await
+            .concat();
+        assert_eq!(
+            ids(&dead),
+            [doomed.message().id().to_owned()],
+            "the dead letter"
+        );
+        dead_id = Some(doomed.message().id().to_owned());
+    }
+
+    let still = waiting
+        .iter()
+        .find(|m| Some(m.id()) != dead_id.as_deref())
+        .expect("a waiting message");
+    let found = browse
+        .find(DEFAULT_PRIORITY, still.id())
+        .await
+        .expect("find");
+    assert_eq!(
+        found,
+        Some((QueueState::Waiting, still.clone())),
+        "found waiting"
+    );
+    let found = browse
+        .find(DEFAULT_PRIORITY, delayed[2].id())
+        .await
+        .expect("find");
+    assert_eq!(
+        found,
+        Some((QueueState::Delayed, delayed[2].clone())),
+        "found delayed"
+    );
+    if let Some(id) = &dead_id {
+        let found = browse.find(DEFAULT_PRIORITY, id).await.expect("find");
+        assert_eq!(
+            found.map(|(state, _)| state),
+            Some(QueueState::Dead),
+            "found dead"
+        );
+    }
+    let none = browse.find(DEFAULT_PRIORITY, "no-such-message").await;
+    assert_eq!(none.expect("find"), None);
+
+    let bogus = PageRequest::new(QueueState::Waiting, 5).after("not a cursor <\u{0}>");
+    match browse.page(DEFAULT_PRIORITY, &bogus).await {
+        Err(hermes_core::Error::InvalidCursor) => {}
+        other => panic!("a cursor the backend never gave: {other:?}"),
+    }
+
+    let left = waiting.len() - usize::from(dead_id.is_some());
+    let again = walk(browse, PageRequest::new(QueueState::Waiting, 100))
+        .await
+        .concat();
+    assert_eq!(again.len(), left, "the pages took nothing away");
     Outcome::Passed
 }
 

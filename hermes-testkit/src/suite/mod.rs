@@ -235,6 +235,7 @@ macro_rules! conformance_suite {
             a_handler_past_its_time_limit_is_cancelled_and_retried,
             stats_count_every_state,
             peek_leaves_messages_where_they_were,
+            pages_meet_every_message_once,
             purge_empties_only_what_it_names,
             failed_messages_become_dead_letters_and_replay,
             workers_are_listed_until_they_expire,

@@ -77,6 +77,7 @@ macro_rules! wrapped_facet_suite {
         $crate::wrapped_facet_suite!(@tests $harness;
             stats_count_every_state,
             peek_leaves_messages_where_they_were,
+            pages_meet_every_message_once,
             purge_empties_only_what_it_names,
             failed_messages_become_dead_letters_and_replay,
             workers_are_listed_until_they_expire,

@@ -3,13 +3,17 @@
 //! series for the chart.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use hermes_core::workers::WorkerInfo;
 use serde::Serialize;
 
-use super::State;
+use axum::extract::{Request, State as Shared};
+use axum::middleware::Next;
+use axum::response::Response;
+
+use crate::state::State;
 
 /// How often the workers are read.
 pub(crate) const SAMPLE_EVERY: Duration = Duration::from_secs(2);
@@ -155,19 +159,48 @@ impl Sampler {
     }
 }
 
-/// Reads the workers every [`SAMPLE_EVERY`] into `state.sampler`; nothing on a backend that
-/// lists no workers. A failed read is skipped.
-pub(crate) async fn keep_sampling(state: Arc<State>) {
+/// Passes every request on. The first one reads the workers once before it is answered, so
+/// its page shows counts, and starts the task reading them every [`SAMPLE_EVERY`]: a router
+/// may be built outside a runtime, never served outside one.
+pub(crate) async fn start_sampling(
+    Shared(state): Shared<Arc<State>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    state
+        .sampling
+        .get_or_init(|| async {
+            sample(&state).await;
+            tokio::spawn(keep_sampling(Arc::downgrade(&state)));
+        })
+        .await;
+    next.run(request).await
+}
+
+/// Reads the workers into the state's sampler; nothing on a backend that lists no workers,
+/// or when the read fails.
+async fn sample(state: &State) {
     let Some(workers) = state.driver.workers() else {
         return;
     };
+    if let Ok(Ok(listed)) = tokio::time::timeout(state.timeout, workers.list()).await {
+        state
+            .sampler
+            .observe(&listed, hermes_core::time::unix_now());
+    }
+}
+
+/// Reads the workers every [`SAMPLE_EVERY`] until the router holding the state is dropped.
+async fn keep_sampling(state: Weak<State>) {
     loop {
-        if let Ok(Ok(listed)) = tokio::time::timeout(state.timeout, workers.list()).await {
-            state
-                .sampler
-                .observe(&listed, hermes_core::time::unix_now());
-        }
         tokio::time::sleep(SAMPLE_EVERY).await;
+        let Some(shared) = state.upgrade() else {
+            return;
+        };
+        if shared.driver.workers().is_none() {
+            return;
+        }
+        sample(&shared).await;
     }
 }
 

@@ -3,6 +3,8 @@
 
 use std::fmt::Write;
 
+use crate::base::Base;
+
 /// `text` with `&`, `<`, `>`, `"` and `'` escaped.
 pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -19,34 +21,37 @@ pub(crate) fn escape(text: &str) -> String {
     out
 }
 
-const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:0;color:#222}\
-nav{background:#2d3e50;padding:.6em 1em}nav a{color:#fff;margin-right:1.2em;text-decoration:none}\
-main{padding:1em}table{border-collapse:collapse}td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}\
-.cards{display:flex;gap:1em}.card{border:1px solid #ddd;border-radius:6px;padding:.8em 1.2em}\
-.card b{display:block;font-size:1.8em}form{display:inline}button{cursor:pointer}\
-.note{color:#666}.chart{position:relative;border:1px solid #ddd;max-width:600px;height:160px}\
-.chart svg{width:100%;height:100%}#chart-top{position:absolute;top:2px;left:4px;color:#666;font-size:.8em}\
-pre{background:#f6f6f6;padding:.8em;overflow:auto}";
-
-/// A whole page titled `title` around `body`.
-pub(crate) fn page(title: &str, body: &str) -> String {
+/// A whole page titled `title` around `body`, its links under `base`.
+pub(crate) fn page(base: &Base, title: &str, body: &str) -> String {
     let mut html = String::new();
     let _ = write!(
         html,
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>Hermes - {}</title>\
-         <style>{STYLE}</style></head><body><nav><a href=\"/\">Overview</a>\
-         <a href=\"/queues\">Queues</a><a href=\"/dead\">Dead letters</a>\
-         <a href=\"/workers\">Workers</a><a href=\"/metrics\">Metrics</a></nav>\
-         <main><h1>{}</h1>{body}</main></body></html>",
-        escape(title),
-        escape(title)
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <meta name=\"color-scheme\" content=\"light dark\">\
+         <title>Hermes - {title}</title><link rel=\"stylesheet\" href=\"{style}\"></head>\
+         <body><nav><a href=\"{overview}\">Overview</a><a href=\"{queues}\">Queues</a>\
+         <a href=\"{dead}\">Dead letters</a><a href=\"{workers}\">Workers</a>\
+         <a href=\"{metrics}\">Metrics</a></nav><main><h1>{title}</h1>{body}</main></body></html>",
+        title = escape(title),
+        style = base.to("/assets/style.css"),
+        overview = base.to("/"),
+        queues = base.to("/queues"),
+        dead = base.to("/dead"),
+        workers = base.to("/workers"),
+        metrics = base.to("/metrics"),
     );
     html
 }
 
+/// `text` percent-encoded for a query string.
+pub(crate) fn query_value(text: &str) -> String {
+    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
 /// A table with `header` and `rows`, every cell escaped but those marked as HTML.
 pub(crate) fn table(header: &[&str], rows: &[Vec<Cell>]) -> String {
-    let mut html = String::from("<table><tr>");
+    let mut html = String::from("<div class=\"scroll\"><table><tr>");
     for h in header {
         let _ = write!(html, "<th>{}</th>", escape(h));
     }
@@ -65,7 +70,7 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<Cell>]) -> String {
         }
         html.push_str("</tr>");
     }
-    html.push_str("</table>");
+    html.push_str("</table></div>");
     html
 }
 

@@ -10,15 +10,11 @@ use axum::response::{IntoResponse, Response};
 use hermes_core::inspect::{Figure, QueueStats};
 use hermes_core::workers::WorkerInfo;
 
-use super::State;
+use crate::state::State;
 
-/// The gauges of every queue: a figure the backend cannot tell is left out, never guessed.
+/// `metrics`: the gauges of every queue: a figure the backend cannot tell is left out, never guessed.
 pub(crate) async fn metrics(Shared(state): Shared<Arc<State>>) -> Response {
-    let stats = match within(&state, async {
-        crate::facet::inspect(&*state.driver)?.stats().await
-    })
-    .await
-    {
+    let stats = match within(&state, async { state.inspect()?.stats().await }).await {
         Ok(stats) => stats,
         Err(failed) => return failed,
     };

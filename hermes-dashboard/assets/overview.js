@@ -1,6 +1,8 @@
 // The overview refreshes its counters and its throughput chart from /api/overview.
 (function () {
   "use strict";
+  // The page names the API's address, which holds the path the dashboard is mounted under.
+  var API = document.currentScript.getAttribute("data-api");
   var SVG = "http://www.w3.org/2000/svg";
   var WIDTH = 600, HEIGHT = 160;
 
@@ -26,13 +28,12 @@
     var top = 1;
     samples.forEach(function (s) { top = Math.max(top, s.handled, s.failed); });
     var first = samples[0].at, last = samples[samples.length - 1].at;
-    [["handled", "#2b7bb9"], ["failed", "#c0392b"]].forEach(function (series) {
+    ["handled", "failed"].forEach(function (series) {
       var path = document.createElementNS(SVG, "polyline");
-      path.setAttribute("points", line(samples, series[0], top, first, last));
+      path.setAttribute("points", line(samples, series, top, first, last));
       path.setAttribute("fill", "none");
-      path.setAttribute("stroke", series[1]);
       path.setAttribute("stroke-width", "2");
-      path.setAttribute("class", series[0]);
+      path.setAttribute("class", series);
       chart.appendChild(path);
     });
     setText("chart-top", top.toFixed(1) + " msgs/s");
@@ -41,7 +42,7 @@
   }
 
   function refresh() {
-    fetch("/api/overview", { cache: "no-store" })
+    fetch(API, { cache: "no-store", credentials: "same-origin" })
       .then(function (response) { return response.ok ? response.json() : null; })
       .then(function (overview) {
         if (!overview) { return; }

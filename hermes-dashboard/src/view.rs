@@ -1,0 +1,159 @@
+//! How the dashboard shows times, figures and messages, as text and JSON; the `hermes` command
+//! prints them the same way.
+
+use std::time::{Duration, SystemTime};
+
+use hermes_core::Message;
+use hermes_core::inspect::{Figure, QueueStats};
+use hermes_core::workers::RunningMessage;
+use serde_json::{Value, json};
+
+/// `time` in RFC 3339, in UTC, to the second: `2026-12-24T17:00:00Z`.
+///
+/// ```
+/// use std::time::{Duration, UNIX_EPOCH};
+///
+/// let christmas = UNIX_EPOCH + Duration::from_secs(1_798_131_600);
+/// assert_eq!(hermes_dashboard::view::rfc3339(christmas), "2026-12-24T17:00:00Z");
+/// ```
+pub fn rfc3339(time: SystemTime) -> String {
+    let time = ::time::OffsetDateTime::from(time);
+    let time = time.replace_nanosecond(0).unwrap_or(time);
+    time.format(&::time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| "an unprintable time".to_owned())
+}
+
+/// A time given as Unix seconds, as [`rfc3339`] shows it.
+pub fn unix_rfc3339(at: f64) -> String {
+    rfc3339(hermes_core::time::from_unix(at))
+}
+
+/// A queue's latency to a tenth of a second: `1.5s`, `~1.5s` when approximate, `?` when the
+/// backend cannot tell.
+pub fn latency(figure: Figure<Duration>) -> String {
+    match figure {
+        Figure::Exact(d) => format!("{:.1}s", d.as_secs_f64()),
+        Figure::Approximate(d) => format!("~{:.1}s", d.as_secs_f64()),
+        Figure::Unknown => "?".to_owned(),
+    }
+}
+
+/// A count as JSON: the number, `{"approximate": n}`, or `null` when unknown.
+fn count(figure: Figure<u64>) -> Value {
+    match figure {
+        Figure::Exact(n) => json!(n),
+        Figure::Approximate(n) => json!({ "approximate": n }),
+        Figure::Unknown => Value::Null,
+    }
+}
+
+/// A queue's figures as JSON: `name`, `priority`, the counts (`waiting`, `delayed`,
+/// `in_flight`, `dead`, `consumers`) and `latency_seconds`, each as [`Figure`]s show in JSON
+/// (a number, `{"approximate": n}`, or `null`).
+pub fn queue_json(queue: &QueueStats) -> Value {
+    let latency = match queue.latency {
+        Figure::Exact(d) => json!(d.as_secs_f64()),
+        Figure::Approximate(d) => json!({ "approximate": d.as_secs_f64() }),
+        Figure::Unknown => Value::Null,
+    };
+    json!({
+        "name": queue.name,
+        "priority": queue.priority,
+        "waiting": count(queue.waiting),
+        "delayed": count(queue.delayed),
+        "in_flight": count(queue.in_flight),
+        "dead": count(queue.dead),
+        "latency_seconds": latency,
+        "consumers": count(queue.consumers),
+    })
+}
+
+/// A message as JSON, payload included: `id`, `type`, `payload`, `created`, `execute_at`,
+/// `retries`. A payload still sealed (no key given, or not the one it needs) shows as sealed,
+/// with the key's id and its size, never its bytes.
+pub fn message_json(message: &Message) -> Value {
+    let payload = match hermes_seal::stored_form(message.payload()) {
+        Some(form) if form.key.is_some() => Value::String(format!(
+            "<sealed with the key {:?}, {} bytes>",
+            form.key.unwrap_or_default(),
+            form.len
+        )),
+        _ => message.payload().cloned().unwrap_or(Value::Null),
+    };
+    json!({
+        "id": message.id(),
+        "type": message.message_type(),
+        "payload": payload,
+        "created": message.created(),
+        "execute_at": message.execute_at(),
+        "retries": message.retries(),
+    })
+}
+
+/// A message a worker runs: its id, its type, and how long it has run
+/// (`m-7 (report.export) for 12 s`).
+pub fn running(message: &RunningMessage) -> String {
+    let seconds = (hermes_core::time::unix_now() - message.since).max(0.0);
+    format!(
+        "{} ({}) for {seconds:.0} s",
+        message.id, message.message_type
+    )
+}
+
+/// How many characters of a payload a list shows.
+pub const PREVIEW_CHARS: usize = 120;
+
+/// A message's payload on one line for a list, cut to [`PREVIEW_CHARS`] characters with its
+/// size when longer (`{"n":1,…} (2.3 MiB)`); a sealed payload as [`message_json`] shows it.
+pub fn preview(message: &Message) -> String {
+    let shown = message_json(message)["payload"].clone();
+    let text = match &shown {
+        Value::String(sealed) if hermes_seal::stored_form(message.payload()).is_some() => {
+            return sealed.clone();
+        }
+        other => other.to_string(),
+    };
+    cut(&text, PREVIEW_CHARS)
+}
+
+/// `text` cut to `chars` characters, followed by `…` and its whole size when longer.
+pub fn cut(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        None => text.to_owned(),
+        Some((at, _)) => format!("{}… ({})", &text[..at], size(text.len())),
+    }
+}
+
+/// A size in bytes as people read it: `512 B`, `3.4 KiB`, `2.0 MiB`.
+pub fn size(bytes: usize) -> String {
+    const KIB: f64 = 1024.0;
+    let b = bytes as f64;
+    if b < KIB {
+        format!("{bytes} B")
+    } else if b < KIB * KIB {
+        format!("{:.1} KiB", b / KIB)
+    } else {
+        format!("{:.1} MiB", b / KIB / KIB)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_texts_are_cut_with_their_size() {
+        assert_eq!(cut("short", 10), "short");
+        let long = "é".repeat(300);
+        let shown = cut(&long, 4);
+        assert_eq!(shown, "éééé… (600 B)");
+        assert_eq!(size(3 * 1024 * 1024), "3.0 MiB");
+        let message = Message::builder("t")
+            .payload(&json!({ "blob": "x".repeat(5000) }))
+            .build()
+            .unwrap();
+        let line = preview(&message);
+        assert!(line.chars().count() < PREVIEW_CHARS + 20, "{line}");
+        assert!(line.ends_with("(4.9 KiB)"), "{line}");
+    }
+}
