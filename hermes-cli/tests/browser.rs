@@ -3,7 +3,9 @@
 //! counts, the "Replay" button of a dead letter puts it back and the worker handles it, the
 //! workers page lists the worker, and the chart draws the throughput. The test saves a
 //! screenshot of the overview in the test target folder, and also at `HERMES_SCREENSHOT` when
-//! that is set (relative to the workspace's root; the README's picture is made so).
+//! that is set (relative to the workspace's root; the README's picture is made so). On the
+//! filesystem and on Redis, a queue's pages and actions, each checked in the backend (their
+//! screenshots also in the folder `HERMES_SCREENSHOTS` when set).
 //!
 //! Needs `chromium` and `chromedriver` (the test command installs them); without them the test
 //! is skipped with a note, or fails under `HERMES_TEST_STRICT=1`.
@@ -349,7 +351,9 @@ async fn save_screenshot(browser: &Client, name: &str) {
     assert!(png.starts_with(b"\x89PNG"), "a PNG");
     let mut places = vec![PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.png"))];
     if let Some(folder) = std::env::var_os("HERMES_SCREENSHOTS") {
-        let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(folder);
+        let folder = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(folder);
         places.push(folder.join(format!("{name}.png")));
     }
     for place in places {
@@ -404,7 +408,10 @@ async fn the_queue_pages_work(url: &str, driver: &dyn Driver, backend: &str) {
     click(&browser, "a.queue").await;
     wait_for_main(&browser, |t| t.contains("w-2"), "the queue's jobs").await;
     let main = text(&browser, "main").await;
-    assert!(main.contains("<script>window.hermesInjected = 1</script>"), "{main}");
+    assert!(
+        main.contains("<script>window.hermesInjected = 1</script>"),
+        "{main}"
+    );
     let injected: serde_json::Value = browser
         .execute("return window.hermesInjected === undefined;", vec![])
         .await
@@ -417,7 +424,12 @@ async fn the_queue_pages_work(url: &str, driver: &dyn Driver, backend: &str) {
     click(&browser, "input[type=checkbox][value=\"w-1\"]").await;
     click(&browser, "button.delete").await;
     browser.accept_alert().await.expect("a confirmation");
-    wait_for_main(&browser, |t| !t.contains("w-0"), "the list without the deleted").await;
+    wait_for_main(
+        &browser,
+        |t| !t.contains("w-0"),
+        "the list without the deleted",
+    )
+    .await;
     assert_eq!(state_of("w-0").await, None);
     assert_eq!(state_of("w-1").await, None);
     assert_eq!(state_of("w-2").await, Some(QueueState::Waiting));
@@ -436,7 +448,10 @@ async fn the_queue_pages_work(url: &str, driver: &dyn Driver, backend: &str) {
         .await
         .unwrap();
     let main = text(&browser, "main").await;
-    assert!(main.contains("report.export") && main.contains("\"row\": 2"), "{main}");
+    assert!(
+        main.contains("report.export") && main.contains("\"row\": 2"),
+        "{main}"
+    );
     save_screenshot(&browser, &format!("dashboard-job-{backend}")).await;
 
     // Pause and resume the queue.
@@ -447,7 +462,15 @@ async fn the_queue_pages_work(url: &str, driver: &dyn Driver, backend: &str) {
     assert_eq!(paused, [PauseTarget::Priority(DEFAULT_PRIORITY)]);
     click(&browser, "button.resume").await;
     wait_for_main(&browser, |t| !t.contains("Paused:"), "the queue resumed").await;
-    assert!(driver.controls().unwrap().paused().await.unwrap().is_empty());
+    assert!(
+        driver
+            .controls()
+            .unwrap()
+            .paused()
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     browser.close().await.unwrap();
     dashboard.stop();
@@ -456,7 +479,11 @@ async fn the_queue_pages_work(url: &str, driver: &dyn Driver, backend: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_queue_pages_in_a_browser_on_the_filesystem() {
-    if !available_or_skip(strict(), "the_queue_pages_on_the_filesystem", browser_available()) {
+    if !available_or_skip(
+        strict(),
+        "the_queue_pages_on_the_filesystem",
+        browser_available(),
+    ) {
         return;
     }
     let dir = std::env::temp_dir().join(format!("hermes-browser-q-{}", std::process::id()));

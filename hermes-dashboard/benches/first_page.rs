@@ -48,7 +48,10 @@ async fn fill(driver: &dyn Driver, jobs: usize) {
         driver.send_batch(&batch, DEFAULT_PRIORITY).await.unwrap();
         sent += batch.len();
     }
-    eprintln!("  {jobs} jobs queued in {:.1} s", started.elapsed().as_secs_f64());
+    eprintln!(
+        "  {jobs} jobs queued in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
 }
 
 async fn measure(name: &str, url: &str, jobs: usize) {
@@ -59,14 +62,18 @@ async fn measure(name: &str, url: &str, jobs: usize) {
     let mut whole = Vec::new();
     let mut shown = 0;
     for _ in 0..RUNS {
-        let request = Request::get("/queue?priority=100").body(Body::empty()).unwrap();
+        let request = Request::get("/queue?priority=100")
+            .body(Body::empty())
+            .unwrap();
         let started = Instant::now();
         let response = app.clone().oneshot(request).await.unwrap();
         let body = axum::body::to_bytes(response.into_body(), usize::MAX)
             .await
             .unwrap();
         whole.push(started.elapsed());
-        shown = String::from_utf8_lossy(&body).matches("class=\"job\"").count();
+        shown = String::from_utf8_lossy(&body)
+            .matches("class=\"job\"")
+            .count();
     }
     let browse = driver.browse().expect("browsing");
     let mut raw = Vec::new();
@@ -104,8 +111,8 @@ async fn measure(name: &str, url: &str, jobs: usize) {
 fn main() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let jobs = jobs();
-    let backends = std::env::var("HERMES_BENCH_BACKENDS")
-        .unwrap_or_else(|_| "fs redis postgres".to_owned());
+    let backends =
+        std::env::var("HERMES_BENCH_BACKENDS").unwrap_or_else(|_| "fs redis postgres".to_owned());
     let id = format!("{:08x}", rand::random::<u32>());
     runtime.block_on(async {
         for backend in backends.split_whitespace() {
