@@ -121,7 +121,12 @@ async fn text(browser: &Client, css: &str) -> String {
         };
         match element.text().await {
             Ok(text) => return text,
-            Err(e) if tries < 20 && e.is_stale_element_reference() => {
+            // A replaced element is stale, or (as Chromium also says) no longer in the document.
+            Err(e)
+                if tries < 20
+                    && (e.is_stale_element_reference()
+                        || e.to_string().contains("does not belong to the document")) =>
+            {
                 tries += 1;
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
@@ -235,7 +240,9 @@ async fn the_dashboard_in_a_browser() {
     )
     .await;
 
-    // "Replay" on the dead letter: the list empties and the worker handles it.
+    // "Replay" on the dead letter: the list empties and the worker handles it. The live
+    // refresh is paused meanwhile, so the button clicked is the one found.
+    set_live(&browser, false).await;
     browser.goto(&format!("{address}/dead")).await.unwrap();
     assert!(text(&browser, "main").await.contains("card declined"));
     browser
@@ -278,6 +285,7 @@ async fn the_dashboard_in_a_browser() {
     assert!(text(&browser, "main").await.contains(&listed[0].id));
 
     // The overview counts what the worker handled and charts it.
+    set_live(&browser, true).await;
     browser.goto(&format!("{address}/")).await.unwrap();
     wait_for_text(
         &browser,
@@ -332,6 +340,18 @@ async fn wait_for_main(browser: &Client, check: impl Fn(&str) -> bool, what: &st
         assert!(Instant::now() < deadline, "{what}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Turns the live refresh on or off, as its button does, for the pages loaded after.
+async fn set_live(browser: &Client, on: bool) {
+    let value = if on { "on" } else { "off" };
+    browser
+        .execute(
+            &format!("window.localStorage.setItem('hermes-live', '{value}');"),
+            vec![],
+        )
+        .await
+        .unwrap();
 }
 
 async fn click(browser: &Client, css: &str) {
@@ -405,6 +425,7 @@ async fn the_queue_pages_work(url: &str, driver: &dyn Driver, backend: &str) {
     let browser = open_browser(port, &profile).await;
 
     browser.goto(&format!("{address}/queues")).await.unwrap();
+    set_live(&browser, false).await;
     click(&browser, "a.queue").await;
     wait_for_main(&browser, |t| t.contains("w-2"), "the queue's jobs").await;
     let main = text(&browser, "main").await;
@@ -470,6 +491,34 @@ async fn the_queue_pages_work(url: &str, driver: &dyn Driver, backend: &str) {
             .await
             .unwrap()
             .is_empty()
+    );
+
+    // The live refresh shows a new job without a reload, and its button pauses it.
+    browser.goto(&format!("{address}/queue")).await.unwrap();
+    click(&browser, "#live").await;
+    assert_eq!(text(&browser, "#live").await, "Live: on");
+    let fresh = Message::builder("report.export")
+        .id("fresh-1")
+        .build()
+        .unwrap();
+    driver.send(&fresh, DEFAULT_PRIORITY).await.unwrap();
+    wait_for_main(
+        &browser,
+        |t| t.contains("fresh-1"),
+        "the new job shows by itself",
+    )
+    .await;
+    click(&browser, "#live").await;
+    assert_eq!(text(&browser, "#live").await, "Live: paused");
+    let unseen = Message::builder("report.export")
+        .id("fresh-2")
+        .build()
+        .unwrap();
+    driver.send(&unseen, DEFAULT_PRIORITY).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        !text(&browser, "main").await.contains("fresh-2"),
+        "paused, the page stays"
     );
 
     browser.close().await.unwrap();

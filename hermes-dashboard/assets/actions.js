@@ -1,6 +1,7 @@
 // Asks before a destructive action (a button with data-confirm) and adds a box selecting every
 // job of a list. Without the script the forms still post, unconfirmed.
-(function () {
+// The live refresh calls it again for the forms it brings.
+window.hermesActions = function () {
   "use strict";
   document.querySelectorAll("form.selection").forEach(function (form) {
     if (form.dataset.ready) { return; }
@@ -22,4 +23,5 @@
     });
     head.appendChild(all);
   });
-})();
+};
+window.hermesActions();

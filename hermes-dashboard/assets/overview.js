@@ -42,6 +42,11 @@
   }
 
   function refresh() {
+    // Paused by the nav's live button (see live.js).
+    if (window.localStorage.getItem("hermes-live") === "off") {
+      setTimeout(refresh, REFRESH_MS);
+      return;
+    }
     fetch(API, { cache: "no-store", credentials: "same-origin" })
       .then(function (response) { return response.ok ? response.json() : null; })
       .then(function (overview) {

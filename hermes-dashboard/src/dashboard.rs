@@ -100,7 +100,8 @@ impl Dashboard {
             .route("/api/overview", get(pages::overview::api))
             .route("/assets/overview.js", get(pages::assets::overview_script))
             .route("/assets/style.css", get(pages::assets::style))
-            .route("/assets/actions.js", get(pages::assets::actions_script));
+            .route("/assets/actions.js", get(pages::assets::actions_script))
+            .route("/assets/live.js", get(pages::assets::live_script));
         if !read_only {
             app = app
                 .route("/dead/replay", post(pages::dead::replay))

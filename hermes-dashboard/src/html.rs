@@ -23,6 +23,15 @@ pub(crate) fn escape(text: &str) -> String {
 
 /// A whole page titled `title` around `body`, its links under `base`.
 pub(crate) fn page(base: &Base, title: &str, body: &str) -> String {
+    frame(base, title, body, false)
+}
+
+/// A page whose `main` the live refresh replaces every 2 s, unless paused or in use.
+pub(crate) fn live_page(base: &Base, title: &str, body: &str) -> String {
+    frame(base, title, body, true)
+}
+
+fn frame(base: &Base, title: &str, body: &str, live: bool) -> String {
     let mut html = String::new();
     let _ = write!(
         html,
@@ -32,7 +41,9 @@ pub(crate) fn page(base: &Base, title: &str, body: &str) -> String {
          <title>Hermes - {title}</title><link rel=\"stylesheet\" href=\"{style}\"></head>\
          <body><nav><a href=\"{overview}\">Overview</a><a href=\"{queues}\">Queues</a>\
          <a href=\"{dead}\">Dead letters</a><a href=\"{workers}\">Workers</a>\
-         <a href=\"{metrics}\">Metrics</a></nav><main><h1>{title}</h1>{body}</main></body></html>",
+         <a href=\"{metrics}\">Metrics</a><button type=\"button\" id=\"live\" hidden>Live</button>\
+         </nav><main{live}><h1>{title}</h1>{body}</main><script src=\"{script}\"></script>\
+         </body></html>",
         title = escape(title),
         style = base.to("/assets/style.css"),
         overview = base.to("/"),
@@ -40,6 +51,8 @@ pub(crate) fn page(base: &Base, title: &str, body: &str) -> String {
         dead = base.to("/dead"),
         workers = base.to("/workers"),
         metrics = base.to("/metrics"),
+        live = if live { " data-live" } else { "" },
+        script = base.to("/assets/live.js"),
     );
     html
 }

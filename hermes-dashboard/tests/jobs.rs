@@ -84,6 +84,16 @@ async fn a_queue_lists_its_jobs_a_page_at_a_time() {
     assert_eq!(rows(&third), 20);
     assert!(href(&third, "next").is_none(), "the last page");
 
+    assert!(
+        first.body.contains("<main data-live>"),
+        "the list refreshes live"
+    );
+    assert!(
+        first.body.contains("id=\"live\""),
+        "with a button pausing it"
+    );
+    let live = get(&app, "/assets/live.js").await;
+    assert!(live.body.contains("hermes-live"));
     let exports = get(&app, "/queue?priority=100&state=waiting&type=report.export")
         .await
         .body;
@@ -208,6 +218,29 @@ async fn each_action_changes_the_backend_as_it_says() {
     assert_eq!(paused, [PauseTarget::Priority(DEFAULT_PRIORITY)]);
     assert!(get(&app, "/queue").await.body.contains("Resume the queue"));
     post(&app, "/resume", &form(target)).await;
+    assert!(
+        driver
+            .controls()
+            .unwrap()
+            .paused()
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // And one type, from the page filtered by it.
+    let filtered = get(&app, "/queue?type=work").await.body;
+    assert!(filtered.contains("Pause the type work"), "{filtered}");
+    post(&app, "/pause", &form("target=type%3Awork")).await;
+    let paused = driver.controls().unwrap().paused().await.unwrap();
+    assert_eq!(paused, [PauseTarget::Type("work".to_owned())]);
+    assert!(
+        get(&app, "/queue?type=work")
+            .await
+            .body
+            .contains("Resume the type work")
+    );
+    post(&app, "/resume", &form("target=type%3Awork")).await;
     assert!(
         driver
             .controls()

@@ -34,3 +34,11 @@ pub(crate) async fn actions_script() -> Response {
         include_str!("../../assets/actions.js"),
     )
 }
+
+/// `assets/live.js`: the live refresh and its pause button.
+pub(crate) async fn live_script() -> Response {
+    asset(
+        "text/javascript; charset=utf-8",
+        include_str!("../../assets/live.js"),
+    )
+}

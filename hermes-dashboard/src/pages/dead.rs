@@ -12,7 +12,7 @@ use hermes_core::{DEFAULT_PRIORITY, Priority};
 use serde::Deserialize;
 
 use crate::base::Base;
-use crate::html::{Cell, escape, page as frame, query_value, table};
+use crate::html::{Cell, escape, live_page as live_frame, page as frame, query_value, table};
 use crate::state::State;
 use crate::view::{message_json, unix_rfc3339};
 
@@ -129,7 +129,7 @@ pub(crate) async fn page(Shared(state): Shared<Arc<State>>, base: Base) -> Respo
         }
         body.push_str(&table(&header, &rows));
     }
-    Html(frame(&base, "Dead letters", &body)).into_response()
+    Html(live_frame(&base, "Dead letters", &body)).into_response()
 }
 
 fn default_priority() -> Priority {

@@ -11,7 +11,7 @@ use hermes_core::{DEFAULT_PRIORITY, Priority};
 use serde::Deserialize;
 
 use crate::base::Base;
-use crate::html::{Cell, escape, page as frame, table};
+use crate::html::{Cell, escape, live_page as live_frame, page as frame, table};
 use crate::pages::queue::{actions_for, buttons, hidden, job_link, link};
 use crate::state::State;
 use crate::view::{cut, message_json, size, unix_rfc3339};
@@ -113,7 +113,7 @@ pub(crate) async fn page(
     if let Some(record) = &record {
         body.push_str(&history(record));
     }
-    Html(frame(&base, &format!("Job {}", query.id), &body)).into_response()
+    Html(live_frame(&base, &format!("Job {}", query.id), &body)).into_response()
 }
 
 /// What the backend keeps of the job's runs.

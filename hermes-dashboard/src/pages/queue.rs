@@ -12,7 +12,7 @@ use hermes_core::{DEFAULT_PRIORITY, Message, Priority};
 use serde::Deserialize;
 
 use crate::base::Base;
-use crate::html::{Cell, escape, page as frame, query_value, table};
+use crate::html::{Cell, escape, live_page as live_frame, query_value, table};
 use crate::state::{State, failure};
 use crate::view::{preview, unix_rfc3339};
 
@@ -160,7 +160,7 @@ pub(crate) async fn page(
         query.cursor.as_deref(),
     );
     let mut body = tabs(&base, queue, shown, message_type);
-    body.push_str(&paused_controls(&state, &base, query.priority, &here).await);
+    body.push_str(&paused_controls(&state, &base, query.priority, message_type, &here).await);
     body.push_str(&filters(&base, query.priority, shown, message_type));
     body.push_str(&jobs_table(
         &state,
@@ -192,7 +192,7 @@ pub(crate) async fn page(
     if !pager.is_empty() {
         body.push_str(&format!("<p class=\"pager\">{}</p>", pager.join(" ")));
     }
-    Html(frame(&base, &format!("Queue {}", queue.name), &body)).into_response()
+    Html(live_frame(&base, &format!("Queue {}", queue.name), &body)).into_response()
 }
 
 /// A tab per state, with its count.
@@ -214,37 +214,58 @@ fn tabs(base: &Base, queue: &QueueStats, shown: QueueState, message_type: Option
     html
 }
 
-/// The queue's pause or resume button, where the backend has controls.
-async fn paused_controls(state: &State, base: &Base, priority: Priority, here: &str) -> String {
+/// The pause or resume buttons of the queue and, when the page shows one type, of that type,
+/// where the backend has controls.
+async fn paused_controls(
+    state: &State,
+    base: &Base,
+    priority: Priority,
+    message_type: Option<&str>,
+    here: &str,
+) -> String {
     let Some(controls) = state.driver.controls() else {
         return String::new();
     };
-    let target = PauseTarget::Priority(priority);
-    let paused = match tokio::time::timeout(state.timeout, controls.paused()).await {
-        Ok(Ok(paused)) => paused.contains(&target),
-        _ => return String::new(),
+    let Ok(Ok(paused)) = tokio::time::timeout(state.timeout, controls.paused()).await else {
+        return String::new();
     };
-    let note = if paused {
-        "<strong class=\"paused\">Paused:</strong> no worker takes a job from this queue. "
-    } else {
-        ""
-    };
-    if state.read_only {
-        return format!("<p>{note}</p>");
+    let mut targets = vec![(PauseTarget::Priority(priority), "the queue".to_owned())];
+    if let Some(t) = message_type {
+        targets.push((PauseTarget::Type(t.to_owned()), format!("the type {t}")));
     }
-    let (action, label) = if paused {
-        ("resume", "Resume the queue")
-    } else {
-        ("pause", "Pause the queue")
-    };
-    format!(
-        "<form method=\"post\" action=\"{}\"><p>{note}{}\
-         <input type=\"hidden\" name=\"target\" value=\"{}\">\
-         <button type=\"submit\" class=\"{action}\">{label}</button></p></form>",
-        escape(&base.to(&format!("/{action}"))),
-        hidden(state, priority, here),
-        escape(&target.to_string()),
-    )
+    let mut html = String::new();
+    for (target, named) in targets {
+        let is_paused = paused.contains(&target);
+        let note = if is_paused {
+            format!(
+                "<strong class=\"paused\">Paused:</strong> no worker starts a job of {}. ",
+                escape(&named)
+            )
+        } else {
+            String::new()
+        };
+        if state.read_only {
+            if is_paused {
+                html.push_str(&format!("<p>{note}</p>"));
+            }
+            continue;
+        }
+        let (action, verb) = if is_paused {
+            ("resume", "Resume")
+        } else {
+            ("pause", "Pause")
+        };
+        html.push_str(&format!(
+            "<form method=\"post\" action=\"{}\"><p>{note}{}\
+             <input type=\"hidden\" name=\"target\" value=\"{}\">\
+             <button type=\"submit\" class=\"{action}\">{verb} {}</button></p></form>",
+            escape(&base.to(&format!("/{action}"))),
+            hidden(state, priority, here),
+            escape(&target.to_string()),
+            escape(&named),
+        ));
+    }
+    html
 }
 
 /// The type filter and the search by id.

@@ -6,15 +6,18 @@ use axum::extract::State as Shared;
 use axum::response::{Html, IntoResponse, Response};
 
 use crate::base::Base;
-use crate::html::page as frame;
+use crate::html::live_page as live_frame;
 use crate::state::State;
 
 /// `queues`: the figures table.
 pub(crate) async fn page(Shared(state): Shared<Arc<State>>, base: Base) -> Response {
     match super::stats(&state, &base).await {
-        Ok(stats) => {
-            Html(frame(&base, "Queues", &super::queue_table(&base, &stats))).into_response()
-        }
+        Ok(stats) => Html(live_frame(
+            &base,
+            "Queues",
+            &super::queue_table(&base, &stats),
+        ))
+        .into_response(),
         Err(failed) => failed,
     }
 }

@@ -7,7 +7,7 @@ use axum::extract::State as Shared;
 use axum::response::{Html, IntoResponse, Response};
 
 use crate::base::Base;
-use crate::html::{Cell, escape, page as frame, table};
+use crate::html::{Cell, escape, live_page as live_frame, page as frame, table};
 use crate::state::State;
 use crate::view::{running, unix_rfc3339};
 
@@ -43,7 +43,7 @@ pub(crate) async fn page(Shared(state): Shared<Arc<State>>, base: Base) -> Respo
         ],
         &rows,
     );
-    Html(frame(&base, "Workers", &body)).into_response()
+    Html(live_frame(&base, "Workers", &body)).into_response()
 }
 
 /// The workers page of a backend that lists no workers: each queue's consumers, where the
