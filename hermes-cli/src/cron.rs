@@ -1,22 +1,11 @@
 //! `hermes cron ls`: the cron entries the running workers' schedulers announce.
 
-use std::collections::BTreeMap;
-
-use hermes_core::workers::ScheduledEntry;
 use hermes_core::{Driver, Error};
+use hermes_dashboard::view::{AnnouncedEntry, cron_entries};
 use serde_json::{Value, json};
 
 use crate::Failure;
 use crate::args::format_rfc3339;
-
-/// An entry across the workers that run it: the newest announcement's form, the earliest next
-/// tick, the latest previous one, and how many workers run it.
-struct Merged {
-    entry: ScheduledEntry,
-    next: Option<f64>,
-    previous: Option<f64>,
-    workers: usize,
-}
 
 /// Prints the entries of every live worker's schedulers, by name, as a table or JSON.
 pub(crate) async fn list(driver: &dyn Driver, json: bool) -> Result<(), Failure> {
@@ -33,24 +22,9 @@ pub(crate) async fn list(driver: &dyn Driver, json: bool) -> Result<(), Failure>
         }
         Err(e) => return Err(e.into()),
     };
-    let mut merged: BTreeMap<String, Merged> = BTreeMap::new();
-    let mut newest_first = workers;
-    newest_first.sort_by(|a, b| b.announced.total_cmp(&a.announced));
-    for worker in &newest_first {
-        for entry in &worker.schedules {
-            let slot = merged.entry(entry.name.clone()).or_insert_with(|| Merged {
-                entry: entry.clone(),
-                next: None,
-                previous: None,
-                workers: 0,
-            });
-            slot.workers += 1;
-            slot.next = earliest(slot.next, entry.next);
-            slot.previous = latest(slot.previous, entry.previous);
-        }
-    }
+    let merged = cron_entries(&workers);
     if json {
-        let list: Vec<Value> = merged.values().map(to_json).collect();
+        let list: Vec<Value> = merged.iter().map(to_json).collect();
         println!("{}", Value::Array(list));
         return Ok(());
     }
@@ -64,7 +38,7 @@ pub(crate) async fn list(driver: &dyn Driver, json: bool) -> Result<(), Failure>
         ]
         .map(str::to_owned),
     ];
-    for m in merged.values() {
+    for m in &merged {
         rows.push([
             m.entry.name.clone(),
             m.entry.expression.clone(),
@@ -80,20 +54,6 @@ pub(crate) async fn list(driver: &dyn Driver, json: bool) -> Result<(), Failure>
     Ok(())
 }
 
-fn earliest(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
-fn latest(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    }
-}
-
 fn time(at: Option<f64>) -> String {
     at.map_or_else(
         || "-".to_owned(),
@@ -101,7 +61,7 @@ fn time(at: Option<f64>) -> String {
     )
 }
 
-fn to_json(m: &Merged) -> Value {
+fn to_json(m: &AnnouncedEntry) -> Value {
     json!({
         "name": m.entry.name,
         "schedule": m.entry.expression,

@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
-use hermes_core::tracking::{BatchStatus, CallbackState, JobRecord, StepState, WorkflowState};
+use hermes_core::tracking::{BatchStatus, JobRecord};
 use hermes_core::{Driver, Emitter};
+use hermes_dashboard::view::{batch_state, callback, step_state, workflow_state};
 use serde_json::{Value, json};
 
 use crate::Failure;
@@ -88,16 +89,6 @@ fn job_lines(record: &JobRecord, result: bool) -> String {
     lines.join("\n") + "\n"
 }
 
-fn callback(state: CallbackState) -> &'static str {
-    match state {
-        CallbackState::None => "none",
-        CallbackState::Waiting => "waiting",
-        CallbackState::Sent => "sent",
-        CallbackState::Done => "done",
-        _ => "unknown",
-    }
-}
-
 /// Prints the batch `id`: its counts and callbacks.
 pub(crate) async fn batch(driver: &Arc<dyn Driver>, id: &str, json: bool) -> Result<(), Failure> {
     let Some(status) = emitter(driver)?.batch_status(id).await? else {
@@ -111,14 +102,7 @@ pub(crate) async fn batch(driver: &Arc<dyn Driver>, id: &str, json: bool) -> Res
     }
     let mut lines = vec![
         format!("batch        {}", status.id),
-        format!(
-            "state        {}",
-            match (status.open, status.pending) {
-                (true, _) => "open",
-                (false, 0) => "done",
-                _ => "running",
-            }
-        ),
+        format!("state        {}", batch_state(&status)),
         format!("total        {}", status.total),
         format!("pending      {}", status.pending),
         format!("succeeded    {}", status.succeeded),
@@ -168,20 +152,7 @@ pub(crate) async fn workflow(
             "no workflow {id}: it was never emitted, or it expired"
         )));
     };
-    let state = match &status.state {
-        WorkflowState::Running => "running".to_owned(),
-        WorkflowState::Succeeded => "succeeded".to_owned(),
-        WorkflowState::Failed { step } => format!("failed at step {step}"),
-        _ => "unknown".to_owned(),
-    };
-    let step_state = |state: &StepState| match state {
-        StepState::Pending => "pending".to_owned(),
-        StepState::Sent => "sent".to_owned(),
-        StepState::Succeeded => "succeeded".to_owned(),
-        StepState::Failed { reason } => format!("failed: {reason}"),
-        StepState::Skipped { after } => format!("not run ({after} failed)"),
-        _ => "unknown".to_owned(),
-    };
+    let state = workflow_state(&status.state);
     if json {
         let steps: Vec<Value> = status
             .steps

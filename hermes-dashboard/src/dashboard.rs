@@ -92,6 +92,8 @@ impl Dashboard {
             .route("/queues", get(pages::queues::page))
             .route("/queue", get(pages::queue::page))
             .route("/job", get(pages::job::page))
+            .route("/groups", get(pages::groups::page))
+            .route("/cron", get(pages::cron::page))
             .route("/dead", get(pages::dead::page))
             .route("/dead/show", get(pages::dead::letter))
             .route("/workers", get(pages::workers::page))

@@ -1,11 +1,13 @@
 //! How the dashboard shows times, figures and messages, as text and JSON; the `hermes` command
 //! prints them the same way.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use hermes_core::Message;
 use hermes_core::inspect::{Figure, QueueStats};
-use hermes_core::workers::RunningMessage;
+use hermes_core::tracking::{BatchStatus, CallbackState, StepState, WorkflowState};
+use hermes_core::workers::{RunningMessage, ScheduledEntry, WorkerInfo};
 use serde_json::{Value, json};
 
 /// `time` in RFC 3339, in UTC, to the second: `2026-12-24T17:00:00Z`.
@@ -98,6 +100,92 @@ pub fn running(message: &RunningMessage) -> String {
         "{} ({}) for {seconds:.0} s",
         message.id, message.message_type
     )
+}
+
+/// A batch callback's state: `none`, `waiting`, `sent` or `done`.
+pub fn callback(state: CallbackState) -> &'static str {
+    match state {
+        CallbackState::None => "none",
+        CallbackState::Waiting => "waiting",
+        CallbackState::Sent => "sent",
+        CallbackState::Done => "done",
+        _ => "unknown",
+    }
+}
+
+/// A batch's state: `open` (it takes more jobs), `running` or `done`.
+pub fn batch_state(status: &BatchStatus) -> &'static str {
+    match (status.open, status.pending) {
+        (true, _) => "open",
+        (false, 0) => "done",
+        _ => "running",
+    }
+}
+
+/// A workflow's state: `running`, `succeeded` or `failed at step <name>`.
+pub fn workflow_state(state: &WorkflowState) -> String {
+    match state {
+        WorkflowState::Running => "running".to_owned(),
+        WorkflowState::Succeeded => "succeeded".to_owned(),
+        WorkflowState::Failed { step } => format!("failed at step {step}"),
+        _ => "unknown".to_owned(),
+    }
+}
+
+/// A workflow step's state: `pending`, `sent`, `succeeded`, `failed: <reason>` or
+/// `not run (<step> failed)`.
+pub fn step_state(state: &StepState) -> String {
+    match state {
+        StepState::Pending => "pending".to_owned(),
+        StepState::Sent => "sent".to_owned(),
+        StepState::Succeeded => "succeeded".to_owned(),
+        StepState::Failed { reason } => format!("failed: {reason}"),
+        StepState::Skipped { after } => format!("not run ({after} failed)"),
+        _ => "unknown".to_owned(),
+    }
+}
+
+/// A cron entry across the live workers whose schedulers run it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct AnnouncedEntry {
+    /// The entry as the most recently announced worker has it.
+    pub entry: ScheduledEntry,
+    /// The earliest next tick any of them announces.
+    pub next: Option<f64>,
+    /// The latest tick any of them emitted or found emitted.
+    pub previous: Option<f64>,
+    /// How many workers run it.
+    pub workers: usize,
+}
+
+/// The cron entries the schedulers of `workers` announce, by name.
+pub fn cron_entries(workers: &[WorkerInfo]) -> Vec<AnnouncedEntry> {
+    let mut merged: BTreeMap<String, AnnouncedEntry> = BTreeMap::new();
+    let mut newest_first: Vec<&WorkerInfo> = workers.iter().collect();
+    newest_first.sort_by(|a, b| b.announced.total_cmp(&a.announced));
+    for worker in newest_first {
+        for entry in &worker.schedules {
+            let slot = merged
+                .entry(entry.name.clone())
+                .or_insert_with(|| AnnouncedEntry {
+                    entry: entry.clone(),
+                    next: None,
+                    previous: None,
+                    workers: 0,
+                });
+            slot.workers += 1;
+            slot.next = [slot.next, entry.next]
+                .into_iter()
+                .flatten()
+                .reduce(f64::min);
+            slot.previous = [slot.previous, entry.previous]
+                .into_iter()
+                .flatten()
+                .reduce(f64::max);
+        }
+    }
+    merged.into_values().collect()
 }
 
 /// How many characters of a payload a list shows.

@@ -3,7 +3,9 @@
 pub(crate) mod actions;
 pub(crate) mod api;
 pub(crate) mod assets;
+pub(crate) mod cron;
 pub(crate) mod dead;
+pub(crate) mod groups;
 pub(crate) mod job;
 pub(crate) mod overview;
 pub(crate) mod queue;
