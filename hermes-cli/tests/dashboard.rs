@@ -291,3 +291,51 @@ fn off_loopback_the_dashboard_starts_only_with_credentials() {
     dashboard.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// What a worker handled, as the dashboard's history shows it: the handled messages of every
+/// minute of the last hour.
+fn handled_in_history(dashboard: &Dashboard) -> u64 {
+    let api: serde_json::Value = serde_json::from_str(&dashboard.get("/api/history")).unwrap();
+    api["per_minute"]
+        .as_array()
+        .expect("the minutes")
+        .iter()
+        .map(|p| p["handled"].as_u64().unwrap())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_history_is_the_backends_and_survives_a_restart() {
+    let dir = std::env::temp_dir().join(format!("hermes-dashboard-history-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let url = format!("file://{}?queue=jobs", dir.display());
+    let driver = FileSystemDriver::from_url(&url).unwrap();
+    for n in 0..5 {
+        let message = Message::builder("report.export")
+            .id(format!("h-{n}"))
+            .build()
+            .unwrap();
+        driver.send(&message, DEFAULT_PRIORITY).await.unwrap();
+    }
+    let mut options = hermes_core::DispatcherOptions::default();
+    options.max_items = 5;
+    let mut dispatcher = hermes_core::Dispatcher::new(driver.clone()).options(options);
+    dispatcher.register_fn("report.export", |_| async { Ok(true) });
+    dispatcher.handle(&[]).await.unwrap();
+
+    let first = Dashboard::start(&url, &[]);
+    assert_eq!(handled_in_history(&first), 5, "what the worker handled");
+    let types = first.get("/types");
+    assert!(
+        types.contains("<td>report.export</td><td>5</td><td>0</td>"),
+        "{types}"
+    );
+    let overview = first.get("/");
+    assert!(overview.contains("id=\"per-minute\"") && overview.contains("msgs/min"));
+    first.stop();
+
+    let again = Dashboard::start(&url, &[]);
+    assert_eq!(handled_in_history(&again), 5, "the same after a restart");
+    again.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -59,6 +59,7 @@ mod emitter_tracking;
 mod error;
 pub mod flow;
 mod handler;
+pub mod history;
 pub mod inspect;
 mod job;
 mod job_emit;

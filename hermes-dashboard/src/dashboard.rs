@@ -94,6 +94,8 @@ impl Dashboard {
             .route("/job", get(pages::job::page))
             .route("/groups", get(pages::groups::page))
             .route("/cron", get(pages::cron::page))
+            .route("/types", get(pages::history::types))
+            .route("/api/history", get(pages::history::api))
             .route("/dead", get(pages::dead::page))
             .route("/dead/show", get(pages::dead::letter))
             .route("/workers", get(pages::workers::page))

@@ -41,7 +41,7 @@ fn frame(base: &Base, title: &str, body: &str, live: bool) -> String {
          <title>Hermes - {title}</title><link rel=\"stylesheet\" href=\"{style}\"></head>\
          <body><nav><a href=\"{overview}\">Overview</a><a href=\"{queues}\">Queues</a>\
          <a href=\"{dead}\">Dead letters</a><a href=\"{workers}\">Workers</a>\
-         <a href=\"{groups}\">Batches</a><a href=\"{cron}\">Cron</a>\
+         <a href=\"{types}\">Job types</a><a href=\"{groups}\">Batches</a><a href=\"{cron}\">Cron</a>\
          <a href=\"{metrics}\">Metrics</a><button type=\"button\" id=\"live\" hidden>Live</button>\
          </nav><main{live}><h1>{title}</h1>{body}</main><script src=\"{script}\"></script>\
          </body></html>",
@@ -51,6 +51,7 @@ fn frame(base: &Base, title: &str, body: &str, live: bool) -> String {
         queues = base.to("/queues"),
         dead = base.to("/dead"),
         workers = base.to("/workers"),
+        types = base.to("/types"),
         groups = base.to("/groups"),
         cron = base.to("/cron"),
         metrics = base.to("/metrics"),

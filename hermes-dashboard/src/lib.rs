@@ -35,6 +35,7 @@
 
 mod auth;
 mod base;
+mod chart;
 mod dashboard;
 mod html;
 mod pages;

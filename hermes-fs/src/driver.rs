@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hermes_core::driver::{
-    Browse, Capabilities, Controls, DeadLetters, Delivery, Inspect, JobStore, LimitStore,
+    Browse, Capabilities, Controls, Counters, DeadLetters, Delivery, Inspect, JobStore, LimitStore,
     PriorityQueues, UniqueEmits, Workers, async_trait,
 };
 use hermes_core::{DEFAULT_PRIORITY, Driver, Error, JsonSerializer, Message, Priority, Serializer};
@@ -216,6 +216,10 @@ impl Driver for FileSystemDriver {
     }
 
     fn jobs(&self) -> Option<&dyn JobStore> {
+        Some(&*self.core)
+    }
+
+    fn counters(&self) -> Option<&dyn Counters> {
         Some(&*self.core)
     }
 }

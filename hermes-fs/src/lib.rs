@@ -45,6 +45,7 @@ compile_error!("hermes-fs needs a Unix system: it relies on atomic rename and in
 mod config;
 mod controls;
 mod core;
+mod counters;
 mod dead_letters;
 mod driver;
 mod error;

@@ -16,6 +16,10 @@ pub(crate) const FLOW_FOLDER: &str = ".flow";
 /// The folder of job records and groups, beside the queues.
 pub(crate) const JOBS_FOLDER: &str = ".jobs";
 
+/// The folder of the counters behind the dashboard's history, in the driver's directory: a
+/// file per bucket. PHP reads no folder starting with `.`.
+pub(crate) const COUNTERS_FOLDER: &str = ".counters";
+
 /// Hermes' rules for a queue name, and not `workers`, the folder of the workers'
 /// announcements.
 pub(crate) fn validate_queue_name(name: &str) -> Result<(), Error> {

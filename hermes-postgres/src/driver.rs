@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hermes_core::driver::{
-    Browse, Capabilities, Controls, DeadLetters, Delivery, Inspect, JobStore, LimitStore,
+    Browse, Capabilities, Controls, Counters, DeadLetters, Delivery, Inspect, JobStore, LimitStore,
     UniqueEmits, Workers, async_trait, validate_queue_name,
 };
 use hermes_core::{Driver, Error, Job, JsonSerializer, Message, Priority, Serializer};
@@ -348,6 +348,10 @@ impl Driver for PostgresDriver {
     }
 
     fn jobs(&self) -> Option<&dyn JobStore> {
+        Some(&*self.core)
+    }
+
+    fn counters(&self) -> Option<&dyn Counters> {
         Some(&*self.core)
     }
 }

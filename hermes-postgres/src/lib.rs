@@ -39,6 +39,7 @@ mod client;
 mod config;
 mod controls;
 mod core;
+mod counters;
 mod dead_letters;
 mod driver;
 mod emit_in;

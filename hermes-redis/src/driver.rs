@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hermes_core::driver::{
-    Browse, Capabilities, Controls, DeadLetters, Delivery, Inspect, JobStore, LimitStore,
+    Browse, Capabilities, Controls, Counters, DeadLetters, Delivery, Inspect, JobStore, LimitStore,
     UniqueEmits, Workers, async_trait,
 };
 use hermes_core::{Driver, Error, Message, Priority, Serializer};
@@ -438,6 +438,10 @@ impl Driver for RedisSetDriver {
     }
 
     fn jobs(&self) -> Option<&dyn JobStore> {
+        Some(&*self.core)
+    }
+
+    fn counters(&self) -> Option<&dyn Counters> {
         Some(&*self.core)
     }
 }

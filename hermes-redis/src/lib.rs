@@ -38,6 +38,7 @@ mod client;
 mod config;
 mod controls;
 mod core;
+mod counters;
 mod dead_letters;
 mod delay;
 mod driver;

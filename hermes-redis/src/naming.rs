@@ -30,6 +30,8 @@ pub(crate) struct Keys {
     pub(crate) cancelled: String,
     /// The requests to cancel: id → record.
     pub(crate) cancellations: String,
+    /// The prefix of the counters' buckets: `<key>_counters:<bucket>`, a hash each.
+    pub(crate) counters: String,
 }
 
 impl Keys {
@@ -55,6 +57,7 @@ impl Keys {
             paused: key(&format!("{}_paused", options.key)),
             cancelled: key(&format!("{}_cancelled", options.key)),
             cancellations: key(&format!("{}_cancellations", options.key)),
+            counters: key(&format!("{}_counters", options.key)),
             prefix,
         })
     }

@@ -56,11 +56,13 @@ pub enum Script {
     GroupMark,
     /// Claim the run of a group's released message for one copy of it.
     GroupClaim,
+    /// Add to the counters of a bucket and keep it long enough.
+    CountersAdd,
 }
 
 impl Script {
     /// Every script.
-    pub const ALL: [Script; 26] = [
+    pub const ALL: [Script; 27] = [
         Script::Claim,
         Script::Schedule,
         Script::Nack,
@@ -87,6 +89,7 @@ impl Script {
         Script::GroupRelease,
         Script::GroupMark,
         Script::GroupClaim,
+        Script::CountersAdd,
     ];
 
     /// The Lua source.
@@ -118,6 +121,7 @@ impl Script {
             Script::GroupRelease => GROUP_RELEASE,
             Script::GroupMark => GROUP_MARK,
             Script::GroupClaim => GROUP_CLAIM,
+            Script::CountersAdd => COUNTERS_ADD,
         }
     }
 }
@@ -699,6 +703,17 @@ local from = math.max(tonumber(ARGV[1]), tonumber(ARGV[2]))
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], from, '+inf', 'LIMIT', 0, 1000)
 if #ids == 0 then return {} end
 return redis.call('HMGET', KEYS[2], unpack(ids))
+";
+
+/// KEYS: 1 the bucket's hash. ARGV: 1 how long to keep it at least (ms), 2.. counter names
+/// and counts, in pairs. Adds each count; the bucket's end moves later, never earlier.
+const COUNTERS_ADD: &str = r"
+for i = 2, #ARGV, 2 do
+  redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1])
+end
+local left = redis.call('PTTL', KEYS[1])
+if left < tonumber(ARGV[1]) then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+return 1
 ";
 
 /// KEYS: 1 the group's hash, 2 its members' hash. ARGV: 1 the spec, 2 how long to keep it

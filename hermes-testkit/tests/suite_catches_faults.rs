@@ -5,7 +5,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use hermes_core::driver::{
-    Browse, Capabilities, Controls, DeadLetters, Delivery, Inspect, JobStore, LimitStore,
+    Browse, Capabilities, Controls, Counters, DeadLetters, Delivery, Inspect, JobStore, LimitStore,
     MemoryStore, UniqueEmits, Workers, forward,
 };
 use hermes_core::flow::{Admission, Bound, Cancellation, PauseTarget};
@@ -23,6 +23,8 @@ use hermes_testkit::{MemoryDriver, MemoryHarness};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Fault {
+    /// Each add counts one less than asked.
+    CountersLoseOne,
     /// Each page but the last leaves out its last message.
     PageSkips,
     /// Everything goes to the default queue.
@@ -222,6 +224,9 @@ impl Driver for Faulty {
     fn limits(&self) -> Option<&dyn LimitStore> {
         Some(self)
     }
+    fn counters(&self) -> Option<&dyn Counters> {
+        Some(self)
+    }
     fn controls(&self) -> Option<&dyn Controls> {
         Some(self)
     }
@@ -405,6 +410,36 @@ impl Inspect for Faulty {
                 .await?;
         }
         self.inner.inspect().unwrap().purge(p, state).await
+    }
+}
+
+#[async_trait]
+impl Counters for Faulty {
+    async fn add(
+        &self,
+        bucket: &str,
+        counts: &[(String, u64)],
+        keep: Duration,
+    ) -> Result<(), Error> {
+        let counts: Vec<(String, u64)> = counts
+            .iter()
+            .map(|(name, n)| {
+                let n = if self.fault == Fault::CountersLoseOne {
+                    n.saturating_sub(1)
+                } else {
+                    *n
+                };
+                (name.clone(), n)
+            })
+            .collect();
+        self.inner
+            .counters()
+            .unwrap()
+            .add(bucket, &counts, keep)
+            .await
+    }
+    async fn read(&self, buckets: &[String]) -> Result<Vec<(String, Vec<(String, u64)>)>, Error> {
+        self.inner.counters().unwrap().read(buckets).await
     }
 }
 
@@ -644,6 +679,11 @@ must_fail!(
     miscounted_claims_fail,
     Fault::MiscountsInFlight,
     stats_count_every_state
+);
+must_fail!(
+    counters_that_lose_counts_fail,
+    Fault::CountersLoseOne,
+    counters_add_up_across_instances
 );
 must_fail!(
     a_page_that_skips_a_message_fails,

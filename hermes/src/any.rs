@@ -5,7 +5,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use hermes_core::driver::{
-    Browse, Capabilities, Controls, DeadLetters, Delivery, Inspect, JobStore, LimitStore,
+    Browse, Capabilities, Controls, Counters, DeadLetters, Delivery, Inspect, JobStore, LimitStore,
     UniqueEmits, Workers,
 };
 use hermes_core::{Driver, Error, Message, Priority, Serializer, Shutdown};
@@ -196,6 +196,10 @@ impl Driver for AnyDriver {
 
     fn limits(&self) -> Option<&dyn LimitStore> {
         each!(self, driver => driver.limits())
+    }
+
+    fn counters(&self) -> Option<&dyn Counters> {
+        each!(self, driver => driver.counters())
     }
 
     fn controls(&self) -> Option<&dyn Controls> {

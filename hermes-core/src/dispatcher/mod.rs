@@ -248,6 +248,16 @@ impl Dispatcher {
             slot_cache: slot_cache::SlotCache::default(),
             start_cache: start_cache::StartCache::default(),
             settles: Arc::default(),
+            history: crate::history::Recorder::new(),
+        });
+        let _history = self.driver.counters().map(|_| {
+            let ctx = ctx.clone();
+            AbortOnDrop(tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(HISTORY_EVERY).await;
+                    flush_history(&ctx).await;
+                }
+            }))
         });
         let slot_keeper = (!self.limits.is_empty()).then(|| {
             let ctx = ctx.clone();
@@ -340,6 +350,7 @@ impl Dispatcher {
         if let Err(e) = self.driver.flush().await {
             tracing::warn!("Giving back prefetched messages failed - {e}");
         }
+        flush_history(&ctx).await;
         if let Some(e) = ctx.take_failure() {
             tracing::error!("Exiting hermes dispatcher - driver error: {e}");
             return Err(e);
@@ -418,5 +429,19 @@ struct AbortOnDrop(tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+/// How often a dispatcher adds what it handled to the backend's counters.
+const HISTORY_EVERY: Duration = Duration::from_secs(5);
+
+/// Adds what the dispatcher handled since the last flush to the backend's counters; a failure
+/// is logged and what it held is kept for the next flush.
+async fn flush_history(ctx: &Context) {
+    let Some(counters) = ctx.driver.counters() else {
+        return;
+    };
+    if let Err(e) = ctx.history.flush(counters).await {
+        tracing::warn!("Adding to the history's counters failed - {e}");
     }
 }

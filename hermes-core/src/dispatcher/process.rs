@@ -61,6 +61,8 @@ pub(super) struct Context {
     pub(super) start_cache: StartCache,
     /// Settles in batches and workflows of runs that end together, sent in one call.
     pub(super) settles: Arc<crate::bookkeeping::Gatherer>,
+    /// What was handled, for the backend's counters (the dashboard's history).
+    pub(super) history: crate::history::Recorder,
 }
 
 /// What became of a delivery.
@@ -247,7 +249,10 @@ async fn handle_admitted(
     env.cancel = cancel.clone();
     env.tracker = tracker.clone();
     let metrics = ctx.metrics.of(message.message_type());
-    metrics.started(Duration::try_from_secs_f64(unix_now() - message.due()).unwrap_or_default());
+    let waited = Duration::try_from_secs_f64(unix_now() - message.due()).unwrap_or_default();
+    metrics.started(waited);
+    ctx.history
+        .waited(message.message_type(), waited, unix_now());
     let _in_progress = ctx.metrics.in_progress();
     let _running = ctx.running.start(message);
     let began = Instant::now();
@@ -265,8 +270,10 @@ async fn handle_admitted(
         span.record("outcome", outcome);
         span.record("duration_ms", took.as_secs_f64() * 1000.0);
         metrics.handled(outcome, took);
-        ctx.running
-            .finished(matches!(outcome, "failed" | "timed_out" | "panicked"));
+        let failed = matches!(outcome, "failed" | "timed_out" | "panicked");
+        ctx.running.finished(failed);
+        ctx.history
+            .handled(message.message_type(), failed, took, unix_now());
     }
     let Some(report) = outcome else {
         tracing::warn!(
@@ -320,6 +327,9 @@ async fn handle_admitted(
         return;
     }
     let retried = report.retry.is_some() || report.snoozed.is_some();
+    if report.retry.is_some() {
+        ctx.history.retried(message.message_type(), unix_now());
+    }
     if let Some(copy) = report.snoozed {
         let sent = with_retries(ctx, || ctx.driver.send(&copy, delivery.priority())).await;
         if let Err(e) = sent {

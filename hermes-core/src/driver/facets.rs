@@ -377,3 +377,35 @@ pub trait Controls: Send + Sync {
     /// Cancel safe: it changes nothing.
     async fn cancellations(&self, since: f64) -> Result<Vec<Cancellation>, Error>;
 }
+
+/// Counters kept in named buckets for a bounded time: what the workers did, per minute and per
+/// hour, for the dashboard's history ([`history`](crate::history)). Every process adding to a
+/// bucket adds to the same counters.
+#[async_trait]
+pub trait Counters: Send + Sync {
+    /// Adds each count of `counts` to the counter of its name in `bucket` (a missing counter
+    /// starts at 0). The backend keeps the bucket at least `keep` after this call and drops it
+    /// some time after that.
+    ///
+    /// # Errors
+    /// Connection errors.
+    ///
+    /// # Cancellation safety
+    /// Dropping the future may have added some of the counts, or all, or none.
+    async fn add(
+        &self,
+        bucket: &str,
+        counts: &[(String, u64)],
+        keep: Duration,
+    ) -> Result<(), Error>;
+
+    /// The counters of each of `buckets` that holds any, in the order asked; a bucket that
+    /// was never added to, or was dropped, is left out.
+    ///
+    /// # Errors
+    /// Connection errors.
+    ///
+    /// # Cancellation safety
+    /// Cancel safe: it changes nothing.
+    async fn read(&self, buckets: &[String]) -> Result<Vec<(String, Vec<(String, u64)>)>, Error>;
+}

@@ -139,6 +139,9 @@ macro_rules! forward {
         fn jobs(&self) -> ::core::option::Option<&dyn $crate::driver::JobStore> {
             $crate::forward!(@to self [$($to)+]).jobs()
         }
+        fn counters(&self) -> ::core::option::Option<&dyn $crate::driver::Counters> {
+            $crate::forward!(@to self [$($to)+]).counters()
+        }
     };
 
     // An async call of one borrowed argument and the others by value, with the signature

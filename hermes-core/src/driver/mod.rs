@@ -83,7 +83,9 @@ mod with_store;
 
 pub use bounded::{CALL_TIMEOUT, bounded, bounded_until, deadline, no_answer};
 pub use delivery::{Delivery, Receipt};
-pub use facets::{Browse, Controls, DeadLetters, Inspect, LimitStore, UniqueEmits, Workers};
+pub use facets::{
+    Browse, Controls, Counters, DeadLetters, Inspect, LimitStore, UniqueEmits, Workers,
+};
 pub use job_store::{
     INTERNAL_MARK, JobStore, Settle, UNFINISHED_GROUP_KEPT, claim_mark, claimant_in, mark_in,
 };
@@ -295,6 +297,12 @@ pub trait Driver: fmt::Debug + Send + Sync + 'static {
     /// What became of jobs (status, result, progress) and the state of batches and
     /// workflows; `None` when the backend has nowhere to keep them.
     fn jobs(&self) -> Option<&dyn JobStore> {
+        None
+    }
+
+    /// Counters of what the workers did, for the dashboard's history; `None` when the backend
+    /// has nowhere to keep them (see [`WithStore`] for taking another backend's).
+    fn counters(&self) -> Option<&dyn Counters> {
         None
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{
-    Browse, Controls, DeadLetters, Driver, INTERNAL_MARK, Inspect, JobStore, LimitStore,
+    Browse, Controls, Counters, DeadLetters, Driver, INTERNAL_MARK, Inspect, JobStore, LimitStore,
     UniqueEmits, Workers,
 };
 use crate::forward;
@@ -101,6 +101,10 @@ impl<D: Driver> Driver for WithStore<D> {
 
     fn limits(&self) -> Option<&dyn LimitStore> {
         self.store.limits()
+    }
+
+    fn counters(&self) -> Option<&dyn Counters> {
+        self.store.counters()
     }
 
     fn controls(&self) -> Option<&dyn Controls> {

@@ -6,6 +6,7 @@ pub(crate) mod assets;
 pub(crate) mod cron;
 pub(crate) mod dead;
 pub(crate) mod groups;
+pub(crate) mod history;
 pub(crate) mod job;
 pub(crate) mod overview;
 pub(crate) mod queue;

@@ -64,6 +64,10 @@ pub(crate) async fn page(Shared(state): Shared<Arc<State>>, base: Base) -> Respo
         ));
     }
     cards.push_str("</div>");
+    let history = match super::history::read(&state, &base).await {
+        Ok(history) => super::history::section(history.as_ref()),
+        Err(failed) => return failed,
+    };
     let since = unix_rfc3339(state.sampler.throughput().since);
     let chart = format!(
         "<h2>Throughput</h2><p class=\"note\">Handled (blue) and failed (red) messages per \
@@ -77,7 +81,7 @@ pub(crate) async fn page(Shared(state): Shared<Arc<State>>, base: Base) -> Respo
         &base,
         &format!("Overview ({})", state.driver.name()),
         &format!(
-            "{cards}{chart}<h2>Queues</h2><div id=\"queues\">{}</div>\
+            "{cards}{chart}{history}<h2>Queues</h2><div id=\"queues\">{}</div>\
              <script src=\"{}\" data-api=\"{}\"></script>",
             super::queue_table(&base, &stats),
             base.to("/assets/overview.js"),

@@ -42,6 +42,11 @@ pub(crate) struct Sql {
     /// which it starts.
     pub(crate) page_dead: String,
     pub(crate) delete: String,
+    /// `$1` queue, `$2` bucket, `$3` names, `$4` counts, `$5` kept until, `$6` now. Also drops
+    /// a few expired buckets of the queue.
+    pub(crate) counters_add: String,
+    /// `$1` queue, `$2` buckets, `$3` now.
+    pub(crate) counters_read: String,
     pub(crate) dead_letters: String,
     pub(crate) unbury: String,
     pub(crate) notify: String,
@@ -250,6 +255,22 @@ impl Sql {
             page_dead: format!(
                 "SELECT body, 0::float8, id FROM {s}.dead_letters WHERE queue = $1 \
                  AND id > $4::int8 AND $3::float8 IS NOT NULL ORDER BY id LIMIT $2"
+            ),
+            counters_add: format!(
+                "WITH gone AS (DELETE FROM {s}.counters WHERE ctid IN (SELECT ctid FROM \
+                 {s}.counters WHERE queue = $1::text AND expires_at < $6::float8 AND bucket <> $2::text \
+                 LIMIT 100)), \
+                 up AS (INSERT INTO {s}.counters (queue, bucket, name, count, expires_at) \
+                 SELECT $1::text, $2::text, u.n, u.c, $5::float8 \
+                 FROM unnest($3::text[], $4::int8[]) AS u(n, c) \
+                 ON CONFLICT (queue, bucket, name) DO UPDATE SET \
+                 count = {s}.counters.count + excluded.count, \
+                 expires_at = GREATEST({s}.counters.expires_at, excluded.expires_at) RETURNING 1) \
+                 SELECT count(*) FROM up"
+            ),
+            counters_read: format!(
+                "SELECT bucket, name, count FROM {s}.counters WHERE queue = $1 \
+                 AND bucket = ANY($2::text[]) AND expires_at > $3"
             ),
             delete: format!(
                 "WITH j AS (DELETE FROM {s}.jobs WHERE queue = $1 AND message_id = $2 \

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use hermes_core::driver::{
-    Browse, Capabilities, Controls, DeadLetters, Delivery, Inspect, JobStore, LimitStore,
+    Browse, Capabilities, Controls, Counters, DeadLetters, Delivery, Inspect, JobStore, LimitStore,
     MemoryStore, Receipt, UniqueEmits, Workers, async_trait, validate_queue_name,
 };
 
@@ -16,6 +16,7 @@ use hermes_core::{DEFAULT_PRIORITY, Driver, Error, JsonSerializer, Message, Prio
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+mod counters;
 mod inspect;
 mod jobs;
 mod unique;
@@ -106,6 +107,8 @@ struct State {
     unique: HashMap<String, HeldKey>,
     /// Job records and groups.
     jobs: jobs::Jobs,
+    /// Counters by bucket: until when the bucket is kept, and its counters.
+    counters: HashMap<String, (f64, BTreeMap<String, u64>)>,
     sequence: u64,
 }
 
@@ -575,6 +578,10 @@ impl Driver for MemoryDriver {
     }
 
     fn jobs(&self) -> Option<&dyn JobStore> {
+        Some(self)
+    }
+
+    fn counters(&self) -> Option<&dyn Counters> {
         Some(self)
     }
 }

@@ -23,6 +23,7 @@ mod delivery;
 mod dispatcher;
 mod flow;
 mod harness;
+mod history;
 mod inspection;
 mod jobs;
 mod payloads;
@@ -50,6 +51,7 @@ pub mod scenarios {
     pub use super::delivery::*;
     pub use super::dispatcher::*;
     pub use super::flow::*;
+    pub use super::history::*;
     pub use super::inspection::*;
     pub use super::jobs::*;
     pub use super::payloads::*;
@@ -236,6 +238,7 @@ macro_rules! conformance_suite {
             stats_count_every_state,
             peek_leaves_messages_where_they_were,
             pages_meet_every_message_once,
+            counters_add_up_across_instances,
             purge_empties_only_what_it_names,
             failed_messages_become_dead_letters_and_replay,
             workers_are_listed_until_they_expire,

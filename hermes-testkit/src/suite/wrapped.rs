@@ -28,6 +28,7 @@ pub fn facets_of(driver: &dyn Driver) -> Vec<&'static str> {
         ("limits", driver.limits().is_some()),
         ("controls", driver.controls().is_some()),
         ("jobs", driver.jobs().is_some()),
+        ("counters", driver.counters().is_some()),
     ]
     .into_iter()
     .filter_map(|(name, present)| present.then_some(name))
@@ -78,6 +79,7 @@ macro_rules! wrapped_facet_suite {
             stats_count_every_state,
             peek_leaves_messages_where_they_were,
             pages_meet_every_message_once,
+            counters_add_up_across_instances,
             purge_empties_only_what_it_names,
             failed_messages_become_dead_letters_and_replay,
             workers_are_listed_until_they_expire,
