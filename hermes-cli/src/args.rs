@@ -251,6 +251,12 @@ pub(crate) enum CronCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Emit an entry's message now, as its next tick would, under an id of its own
+    /// (`cron-<name>-now-<unix ms>`); its schedule is left as it is.
+    Run {
+        /// The entry's name, as `hermes cron ls` lists it.
+        name: String,
+    },
 }
 
 /// What to do with the workers.

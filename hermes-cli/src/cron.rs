@@ -1,4 +1,5 @@
-//! `hermes cron ls`: the cron entries the running workers' schedulers announce.
+//! `hermes cron ls`: the cron entries the running workers' schedulers announce; `hermes cron run
+//! NAME`: one entry's message, now.
 
 use hermes_core::{Driver, Error};
 use hermes_dashboard::view::{AnnouncedEntry, cron_entries};
@@ -7,8 +8,8 @@ use serde_json::{Value, json};
 use crate::Failure;
 use crate::args::format_rfc3339;
 
-/// Prints the entries of every live worker's schedulers, by name, as a table or JSON.
-pub(crate) async fn list(driver: &dyn Driver, json: bool) -> Result<(), Failure> {
+/// The entries every live worker's schedulers announce, merged by name.
+async fn announced(driver: &dyn Driver) -> Result<Vec<AnnouncedEntry>, Failure> {
     let listed = match crate::facet::workers(driver) {
         Ok(workers) => workers.list().await,
         Err(e) => Err(e),
@@ -22,7 +23,31 @@ pub(crate) async fn list(driver: &dyn Driver, json: bool) -> Result<(), Failure>
         }
         Err(e) => return Err(e.into()),
     };
-    let merged = cron_entries(&workers);
+    Ok(cron_entries(&workers))
+}
+
+/// Emits the message of the entry called `name` now, to its priority, and prints its id.
+pub(crate) async fn run(driver: &dyn Driver, name: &str) -> Result<(), Failure> {
+    let entries = announced(driver).await?;
+    let Some(found) = entries.iter().find(|e| e.entry.name == name) else {
+        return Err(Failure::failed(format!(
+            "no running worker announces a cron entry called {name:?}"
+        )));
+    };
+    let message = found.entry.message_now()?;
+    driver.send(&message, found.entry.priority).await?;
+    println!(
+        "emitted {} ({}) to priority {}",
+        message.id(),
+        found.entry.message_type,
+        found.entry.priority
+    );
+    Ok(())
+}
+
+/// Prints the entries of every live worker's schedulers, by name, as a table or JSON.
+pub(crate) async fn list(driver: &dyn Driver, json: bool) -> Result<(), Failure> {
+    let merged = announced(driver).await?;
     if json {
         let list: Vec<Value> = merged.iter().map(to_json).collect();
         println!("{}", Value::Array(list));

@@ -8,6 +8,9 @@ use crate::Failure;
 use crate::args::DeadCommand;
 use hermes_dashboard::view::message_json;
 
+/// How many dead letters one replay call takes: the progress bar moves by this much.
+const REPLAY_CHUNK: usize = 500;
+
 /// Runs one `hermes dead` command on the queue of `priority`.
 pub(crate) async fn dead(
     driver: &dyn Driver,
@@ -52,20 +55,45 @@ pub(crate) async fn dead(
                     "name the dead letters to replay, or replay --all",
                 ));
             }
-            let mut replay = if *all {
+            let narrowed = |mut replay: Replay| {
+                if let Some(t) = message_type {
+                    replay = replay.of_type(t.clone());
+                }
+                if *keep_retries {
+                    replay = replay.keeping_retries();
+                }
+                replay
+            };
+            let chosen = narrowed(if *all {
                 Replay::all()
             } else {
                 Replay::ids(ids.iter().cloned())
-            };
-            if let Some(t) = message_type {
-                replay = replay.of_type(t.clone());
+            });
+            let dead = crate::facet::dead_letters(driver)?;
+            let selected: Vec<String> = dead
+                .list(priority, usize::MAX)
+                .await?
+                .iter()
+                .filter(|letter| chosen.selects(letter))
+                .map(|letter| letter.id.clone())
+                .collect();
+            let bar = crate::progress::bar(selected.len() as u64, "replaying");
+            let mut n = 0;
+            for part in selected.chunks(REPLAY_CHUNK) {
+                let replayed = dead
+                    .replay(priority, &narrowed(Replay::ids(part.iter().cloned())))
+                    .await;
+                match replayed {
+                    Ok(replayed) => n += replayed,
+                    Err(e) => {
+                        bar.abandon();
+                        println!("replayed {n} dead letters before an error");
+                        return Err(e.into());
+                    }
+                }
+                bar.inc(part.len() as u64);
             }
-            if *keep_retries {
-                replay = replay.keeping_retries();
-            }
-            let n = crate::facet::dead_letters(driver)?
-                .replay(priority, &replay)
-                .await?;
+            bar.finish_and_clear();
             println!("replayed {n} dead letters");
         }
         DeadCommand::Purge { yes } => {

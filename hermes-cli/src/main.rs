@@ -22,6 +22,7 @@ mod dead;
 mod emit;
 mod facet;
 mod peek;
+mod progress;
 mod shutdown;
 mod stats;
 mod table;
@@ -188,6 +189,9 @@ async fn run(args: &Args) -> Result<(), Failure> {
             Command::Cron {
                 command: CronCommand::Ls { json },
             } => cron::list(&*driver, *json).await,
+            Command::Cron {
+                command: CronCommand::Run { name },
+            } => cron::run(&*driver, name).await,
             Command::Migrate => migrated(&queue),
             Command::Pause(target) => controls::pause(&driver, &target.target()).await,
             Command::Resume(target) => controls::resume(&driver, &target.target()).await,

@@ -55,10 +55,11 @@ pub(crate) async fn purge(
             "purging removes every {state} message of the queue: add --yes to do it"
         )));
     }
-    match crate::facet::inspect(driver)?
-        .purge(priority, state)
-        .await?
-    {
+    let inspect = crate::facet::inspect(driver)?;
+    let spinner = crate::progress::spinner(format!("purging the {state} messages"));
+    let purged = inspect.purge(priority, state).await;
+    spinner.finish_and_clear();
+    match purged? {
         Some(n) => println!("purged {n} {state} messages"),
         None => println!("purged the {state} messages"),
     }

@@ -26,8 +26,8 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::Error;
 use crate::driver::Counters;
+use crate::{Error, Priority};
 
 /// How long a minute's bucket is kept.
 pub const MINUTES_KEPT: Duration = Duration::from_secs(65 * 60);
@@ -41,6 +41,8 @@ pub const BOUNDS_MS: [u64; 16] = [
 
 /// Separates a job type from its counter's name.
 const SEPARATOR: char = '\u{1f}';
+/// Separates a queue's priority from its counter's name: `<priority>\u{1e}w<slot>`.
+const QUEUE_SEPARATOR: char = '\u{1e}';
 
 /// The bucket of the minute holding `at` (Unix seconds).
 pub fn minute_bucket(at: f64) -> String {
@@ -125,12 +127,16 @@ impl Recorder {
         self.count(at, &counts);
     }
 
-    /// A message of `message_type` that started at `at` after waiting `waited` past its due
-    /// time.
-    pub fn waited(&self, message_type: &str, waited: Duration, at: f64) {
+    /// A message of `message_type` from the queue of `priority` that started at `at` after
+    /// waiting `waited` past its due time.
+    pub fn waited(&self, message_type: &str, priority: Priority, waited: Duration, at: f64) {
+        let slot = slot(waited);
         self.count(
             at,
-            &[(counter(message_type, &format!("w{}", slot(waited))), 1)],
+            &[
+                (counter(message_type, &format!("w{slot}")), 1),
+                (format!("{priority}{QUEUE_SEPARATOR}w{slot}"), 1),
+            ],
         );
     }
 
@@ -312,6 +318,62 @@ pub fn series(buckets: &[String], read: &[(String, Vec<(String, u64)>)]) -> Vec<
         .collect()
 }
 
+/// How long the messages of one queue waited past their due time, bucket by bucket.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct QueueWaits {
+    /// The queue's priority.
+    pub priority: Priority,
+    /// Per bucket, in the order asked for: the bound 95 in 100 of the messages that started in
+    /// it waited at most (a wait past the last bound of [`BOUNDS_MS`] counts as that bound);
+    /// `None` where none started.
+    pub p95: Vec<Option<Duration>>,
+    /// The same for half of them.
+    pub p50: Vec<Option<Duration>>,
+}
+
+/// Per queue that started a message in any of `buckets`, by priority, its waits in each, from
+/// what `read` holds.
+pub fn queue_waits(buckets: &[String], read: &[(String, Vec<(String, u64)>)]) -> Vec<QueueWaits> {
+    let mut histograms: BTreeMap<Priority, Vec<Vec<u64>>> = BTreeMap::new();
+    for (bucket, counts) in read {
+        let Some(column) = buckets.iter().position(|b| b == bucket) else {
+            continue;
+        };
+        for (name, n) in counts {
+            let Some((priority, metric)) = name.split_once(QUEUE_SEPARATOR) else {
+                continue;
+            };
+            let (Ok(priority), Some(at)) = (priority.parse::<Priority>(), metric.strip_prefix('w'))
+            else {
+                continue;
+            };
+            let Ok(at) = at.parse::<usize>() else {
+                continue;
+            };
+            let columns = histograms
+                .entry(priority)
+                .or_insert_with(|| vec![vec![0; BOUNDS_MS.len() + 1]; buckets.len()]);
+            if let Some(cell) = columns[column].get_mut(at) {
+                *cell += n;
+            }
+        }
+    }
+    let longest = Duration::from_millis(BOUNDS_MS[BOUNDS_MS.len() - 1]);
+    let of = |histogram: &Vec<u64>, q| {
+        (histogram.iter().sum::<u64>() > 0).then(|| quantile(histogram, q).unwrap_or(longest))
+    };
+    histograms
+        .into_iter()
+        .rev()
+        .map(|(priority, columns)| QueueWaits {
+            priority,
+            p95: columns.iter().map(|h| of(h, 0.95)).collect(),
+            p50: columns.iter().map(|h| of(h, 0.5)).collect(),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,7 +395,7 @@ mod tests {
         for ms in [3, 3, 3, 40, 4_000] {
             recorder.handled("a", ms == 4_000, Duration::from_millis(ms), 60.0);
         }
-        recorder.waited("a", Duration::from_millis(700), 60.0);
+        recorder.waited("a", 100, Duration::from_millis(700), 60.0);
         recorder.retried("a", 3_600.0);
         recorder.handled("b", false, Duration::from_secs(900), 3_600.0);
         let pending = recorder.pending();
@@ -366,6 +428,32 @@ mod tests {
                 handled: 0,
                 failed: 0
             }
+        );
+    }
+
+    #[test]
+    fn queue_waits_give_each_queues_quantiles_per_bucket() {
+        let recorder = Recorder::new();
+        for ms in [1, 1, 1, 90] {
+            recorder.waited("a", 100, Duration::from_millis(ms), 60.0);
+        }
+        recorder.waited("b", 200, Duration::from_secs(3_600), 180.0);
+        let pending = recorder.pending();
+        let buckets = ["m1".to_owned(), "m2".to_owned(), "m3".to_owned()];
+        let waits = queue_waits(&buckets, &pending);
+        assert_eq!(waits.len(), 2, "{waits:?}");
+        assert_eq!(waits[0].priority, 200, "the highest priority first");
+        assert_eq!(
+            waits[0].p95,
+            [None, None, Some(Duration::from_millis(300_000))],
+            "a wait past the last bound counts as that bound"
+        );
+        assert_eq!(waits[1].priority, 100);
+        assert_eq!(waits[1].p50, [Some(Duration::from_millis(1)), None, None]);
+        assert_eq!(waits[1].p95, [Some(Duration::from_millis(100)), None, None]);
+        assert!(
+            figures(&pending).iter().all(|f| f.message_type != "100"),
+            "queue counters are no job type"
         );
     }
 }

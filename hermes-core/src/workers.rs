@@ -44,6 +44,10 @@ pub struct WorkerInfo {
     /// ([`Dispatcher::with_scheduler`](crate::Dispatcher::with_scheduler)).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schedules: Vec<ScheduledEntry>,
+    /// The limits of the job types it handles ([`Job::limits`](crate::Job::limits),
+    /// [`Dispatcher::limit`](crate::Dispatcher::limit)), by type.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<TypeLimits>,
     /// Until when the announcement holds, as Unix seconds; past it the worker is gone.
     pub expires: f64,
 }
@@ -72,6 +76,28 @@ impl RunningMessage {
     }
 }
 
+/// The limits of one job type, as a worker announces them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct TypeLimits {
+    /// The job type.
+    #[serde(rename = "type")]
+    pub message_type: String,
+    /// Its limits.
+    #[serde(flatten)]
+    pub limits: crate::flow::Limits,
+}
+
+impl TypeLimits {
+    /// The limits of `message_type`.
+    pub fn new(message_type: impl Into<String>, limits: crate::flow::Limits) -> Self {
+        TypeLimits {
+            message_type: message_type.into(),
+            limits,
+        }
+    }
+}
+
 /// A cron entry as a worker announces it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -91,6 +117,27 @@ pub struct ScheduledEntry {
     pub next: Option<f64>,
     /// The last tick this worker's scheduler emitted or found emitted, as Unix seconds.
     pub previous: Option<f64>,
+    /// The payload of the messages it emits, so that a dashboard can emit one now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<serde_json::Value>,
+}
+
+impl ScheduledEntry {
+    /// A message of this entry's type and payload, as a tick would emit it, under an id of its
+    /// own (`cron-<name>-now-<unix ms>`): what "run now" emits, to [`priority`](Self::priority).
+    ///
+    /// # Errors
+    /// [`Error::InvalidMessage`](crate::Error::InvalidMessage) when the announced type or
+    /// payload make no message.
+    pub fn message_now(&self) -> Result<crate::Message, crate::Error> {
+        let now_ms = (crate::time::unix_now() * 1000.0) as i64;
+        let mut builder = crate::Message::builder(&self.message_type)
+            .id(format!("cron-{}-now-{now_ms}", self.name));
+        if let Some(payload) = &self.payload {
+            builder = builder.payload(payload);
+        }
+        builder.build()
+    }
 }
 
 impl From<&crate::cron::CronStatus> for ScheduledEntry {
@@ -104,6 +151,7 @@ impl From<&crate::cron::CronStatus> for ScheduledEntry {
             priority: entry.priority_of_messages(),
             next: status.next,
             previous: status.previous,
+            payload: entry.payload_of_messages().cloned(),
         }
     }
 }
@@ -129,6 +177,7 @@ impl WorkerInfo {
             failed: 0,
             announced: now,
             schedules: Vec::new(),
+            limits: Vec::new(),
             expires: now + ttl.as_secs_f64(),
         }
     }
@@ -181,6 +230,21 @@ mod tests {
         worker
             .running
             .push(RunningMessage::new("m-1", "report.export", 1.5));
+        worker.limits.push(TypeLimits::new(
+            "call-api",
+            crate::flow::Limits::new()
+                .concurrency(5)
+                .rate_per_key(crate::flow::Rate::per_minute(50)),
+        ));
+        let json: serde_json::Value = serde_json::from_slice(&worker.to_json()).unwrap();
+        assert_eq!(
+            json["limits"],
+            serde_json::json!([{
+                "type": "call-api",
+                "concurrency": 5,
+                "rate_per_key": { "max": 50, "period_ms": 60_000 }
+            }])
+        );
         let back = WorkerInfo::from_json(&worker.to_json()).unwrap();
         assert_eq!(back, worker);
         assert!(back.id.starts_with(&format!("{}-{}-", back.host, back.pid)));

@@ -94,6 +94,7 @@ impl Dashboard {
             .route("/job", get(pages::job::page))
             .route("/groups", get(pages::groups::page))
             .route("/cron", get(pages::cron::page))
+            .route("/limits", get(pages::limits::page))
             .route("/types", get(pages::history::types))
             .route("/api/history", get(pages::history::api))
             .route("/dead", get(pages::dead::page))
@@ -114,6 +115,7 @@ impl Dashboard {
                 .route("/jobs/run-now", post(pages::actions::run_now))
                 .route("/jobs/cancel", post(pages::actions::cancel))
                 .route("/jobs/replay", post(pages::actions::replay))
+                .route("/cron/run", post(pages::cron::run))
                 .route("/pause", post(pages::actions::pause))
                 .route("/resume", post(pages::actions::resume));
         }

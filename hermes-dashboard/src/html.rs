@@ -42,6 +42,7 @@ fn frame(base: &Base, title: &str, body: &str, live: bool) -> String {
          <body><nav><a href=\"{overview}\">Overview</a><a href=\"{queues}\">Queues</a>\
          <a href=\"{dead}\">Dead letters</a><a href=\"{workers}\">Workers</a>\
          <a href=\"{types}\">Job types</a><a href=\"{groups}\">Batches</a><a href=\"{cron}\">Cron</a>\
+         <a href=\"{limits}\">Limits</a>\
          <a href=\"{metrics}\">Metrics</a><button type=\"button\" id=\"live\" hidden>Live</button>\
          </nav><main{live}><h1>{title}</h1>{body}</main><script src=\"{script}\"></script>\
          </body></html>",
@@ -54,6 +55,7 @@ fn frame(base: &Base, title: &str, body: &str, live: bool) -> String {
         types = base.to("/types"),
         groups = base.to("/groups"),
         cron = base.to("/cron"),
+        limits = base.to("/limits"),
         metrics = base.to("/metrics"),
         live = if live { " data-live" } else { "" },
         script = base.to("/assets/live.js"),

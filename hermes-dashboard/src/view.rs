@@ -5,9 +5,10 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use hermes_core::Message;
+use hermes_core::flow::{Limits, Rate};
 use hermes_core::inspect::{Figure, QueueStats};
 use hermes_core::tracking::{BatchStatus, CallbackState, StepState, WorkflowState};
-use hermes_core::workers::{RunningMessage, ScheduledEntry, WorkerInfo};
+use hermes_core::workers::{RunningMessage, ScheduledEntry, TypeLimits, WorkerInfo};
 use serde_json::{Value, json};
 
 /// `time` in RFC 3339, in UTC, to the second: `2026-12-24T17:00:00Z`.
@@ -188,6 +189,74 @@ pub fn cron_entries(workers: &[WorkerInfo]) -> Vec<AnnouncedEntry> {
     merged.into_values().collect()
 }
 
+/// A job type's limits as the live workers announce them.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct AnnouncedLimits {
+    /// The type and its limits, as the most recently announced worker has them.
+    pub limits: TypeLimits,
+    /// How many workers announce limits for the type.
+    pub workers: usize,
+    /// Whether some of them announce other limits than the newest (a deploy under way).
+    pub differ: bool,
+}
+
+/// The limits the live `workers` announce, by type.
+pub fn announced_limits(workers: &[WorkerInfo]) -> Vec<AnnouncedLimits> {
+    let mut merged: BTreeMap<String, AnnouncedLimits> = BTreeMap::new();
+    let mut newest_first: Vec<&WorkerInfo> = workers.iter().collect();
+    newest_first.sort_by(|a, b| b.announced.total_cmp(&a.announced));
+    for worker in newest_first {
+        for limits in &worker.limits {
+            let slot = merged
+                .entry(limits.message_type.clone())
+                .or_insert_with(|| AnnouncedLimits {
+                    limits: limits.clone(),
+                    workers: 0,
+                    differ: false,
+                });
+            slot.workers += 1;
+            slot.differ |= slot.limits != *limits;
+        }
+    }
+    merged.into_values().collect()
+}
+
+/// A rate as people read it: `50 per 1m`, `3 per 250ms`.
+pub fn rate(rate: &Rate) -> String {
+    let period = rate.period();
+    let shown = if period.subsec_millis() != 0 || period < Duration::from_secs(1) {
+        format!("{}ms", period.as_millis())
+    } else {
+        let secs = period.as_secs();
+        match secs {
+            s if s % 3600 == 0 => format!("{}h", s / 3600),
+            s if s % 60 == 0 => format!("{}m", s / 60),
+            s => format!("{s}s"),
+        }
+    };
+    format!("{} per {shown}", rate.max())
+}
+
+/// Each limit of `limits`: what it bounds (`concurrency`, `rate`, `concurrency per key`, `rate
+/// per key`) and what it allows (`5 at once`, `50 per 1m`).
+pub fn limit_lines(limits: &Limits) -> Vec<(&'static str, String)> {
+    let mut lines = Vec::new();
+    if let Some(max) = limits.concurrency_limit() {
+        lines.push(("concurrency", format!("{max} at once")));
+    }
+    if let Some(r) = limits.rate_limit() {
+        lines.push(("rate", rate(&r)));
+    }
+    if let Some(max) = limits.concurrency_per_key_limit() {
+        lines.push(("concurrency per key", format!("{max} at once")));
+    }
+    if let Some(r) = limits.rate_per_key_limit() {
+        lines.push(("rate per key", rate(&r)));
+    }
+    lines
+}
+
 /// How many characters of a payload a list shows.
 pub const PREVIEW_CHARS: usize = 120;
 
@@ -228,6 +297,42 @@ pub fn size(bytes: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn limits_merge_by_type_and_read_as_people_say_them() {
+        let mut old = WorkerInfo::new(1, &[], Duration::from_secs(30));
+        old.announced = 1.0;
+        old.limits = vec![TypeLimits::new("a", Limits::new().concurrency(2))];
+        let mut new = WorkerInfo::new(1, &[], Duration::from_secs(30));
+        new.announced = 2.0;
+        new.limits = vec![
+            TypeLimits::new("a", Limits::new().concurrency(3)),
+            TypeLimits::new("b", Limits::new().rate(Rate::per_minute(50))),
+        ];
+        let merged = announced_limits(&[old, new]);
+        assert_eq!(merged.len(), 2);
+        assert_eq!(
+            merged[0].limits.limits.concurrency_limit(),
+            Some(3),
+            "the newest wins"
+        );
+        assert!(merged[0].differ && merged[0].workers == 2);
+        assert!(!merged[1].differ && merged[1].workers == 1);
+        assert_eq!(rate(&Rate::per_minute(50)), "50 per 1m");
+        assert_eq!(
+            rate(&Rate::new(3, Duration::from_millis(250))),
+            "3 per 250ms"
+        );
+        assert_eq!(rate(&Rate::new(3, Duration::from_secs(90))), "3 per 90s");
+        let keyed = Limits::new().concurrency_per_key(1).rate(Rate::per_hour(9));
+        assert_eq!(
+            limit_lines(&keyed),
+            [
+                ("rate", "9 per 1h".to_owned()),
+                ("concurrency per key", "1 at once".to_owned())
+            ]
+        );
+    }
 
     #[test]
     fn long_texts_are_cut_with_their_size() {

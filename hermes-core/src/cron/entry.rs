@@ -120,6 +120,11 @@ impl CronEntry {
         &self.message_type
     }
 
+    /// The payload they carry, if any.
+    pub fn payload_of_messages(&self) -> Option<&Value> {
+        self.payload.as_ref()
+    }
+
     /// The priority they go to.
     pub fn priority_of_messages(&self) -> Priority {
         self.priority

@@ -53,6 +53,17 @@ impl LimitRules {
         })
     }
 
+    /// The limits of each type, by type name.
+    pub(super) fn announced(&self) -> Vec<crate::workers::TypeLimits> {
+        let mut all: Vec<_> = self
+            .by_type
+            .iter()
+            .map(|(message_type, limits)| crate::workers::TypeLimits::new(message_type, *limits))
+            .collect();
+        all.sort_by(|a, b| a.message_type.cmp(&b.message_type));
+        all
+    }
+
     /// Whether any type has limits.
     pub(super) fn is_empty(&self) -> bool {
         self.by_type.is_empty()

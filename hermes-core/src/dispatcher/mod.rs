@@ -222,11 +222,12 @@ impl Dispatcher {
             })
             .collect();
 
-        let info = crate::workers::WorkerInfo::new(
+        let mut info = crate::workers::WorkerInfo::new(
             self.options.concurrency.max(1),
             priorities,
             self.options.announce_ttl.unwrap_or_default(),
         );
+        info.limits = self.limits.announced();
         let ctx = Arc::new(Context {
             worker: info.id.clone(),
             driver: self.driver.clone(),

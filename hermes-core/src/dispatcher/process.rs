@@ -251,8 +251,12 @@ async fn handle_admitted(
     let metrics = ctx.metrics.of(message.message_type());
     let waited = Duration::try_from_secs_f64(unix_now() - message.due()).unwrap_or_default();
     metrics.started(waited);
-    ctx.history
-        .waited(message.message_type(), waited, unix_now());
+    ctx.history.waited(
+        message.message_type(),
+        delivery.priority(),
+        waited,
+        unix_now(),
+    );
     let _in_progress = ctx.metrics.in_progress();
     let _running = ctx.running.start(message);
     let began = Instant::now();

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 use super::Bound;
 use crate::Error;
 
@@ -31,10 +33,26 @@ pub const MAX_RATE_PERIOD: Duration = Duration::from_secs(24 * 3600);
 ///
 /// assert_eq!(Rate::per_minute(50), Rate::new(50, Duration::from_secs(60)));
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rate {
     max: u32,
+    #[serde(rename = "period_ms", with = "millis")]
     period: Duration,
+}
+
+/// A duration as whole milliseconds, as a worker announces a rate's period.
+mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
+    }
 }
 
 impl Rate {
@@ -105,12 +123,17 @@ impl Rate {
 /// assert!(limits.check().is_ok());
 /// assert!(Limits::new().concurrency(0).check().is_err());
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
 #[must_use]
 pub struct Limits {
+    #[serde(skip_serializing_if = "Option::is_none")]
     concurrency: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     concurrency_per_key: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     rate: Option<Rate>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     rate_per_key: Option<Rate>,
 }
 

@@ -7,12 +7,16 @@ use std::time::Duration;
 
 use axum::extract::State as Shared;
 use axum::response::{Html, IntoResponse, Response};
-use hermes_core::history::{TypeFigures, figures, last_hours, last_minutes, series};
+use hermes_core::Priority;
+use hermes_core::history::{
+    QueueWaits, TypeFigures, bucket_start, figures, last_hours, last_minutes, queue_waits, series,
+};
+use hermes_core::inspect::QueueStats;
 use hermes_core::time::unix_now;
 use serde_json::json;
 
 use crate::base::Base;
-use crate::chart::bars;
+use crate::chart::{Line, bars, lines};
 use crate::html::{Cell, live_page, table};
 use crate::state::State;
 use crate::view::unix_rfc3339;
@@ -70,8 +74,39 @@ fn day_and_hour(at: f64) -> String {
         .map_or_else(|| shown.clone(), |dh| format!("{}h", dh.replace('T', " ")))
 }
 
-/// The overview's history: its two charts, or why there are none.
-pub(crate) fn section(history: Option<&History>) -> String {
+/// A chart of the 95th percentile wait of each queue in `buckets`, named as in `stats`.
+fn waits_chart(
+    id: &str,
+    title: &str,
+    buckets: &[String],
+    read: &Read,
+    stats: &[QueueStats],
+    label: impl Fn(f64) -> String,
+) -> String {
+    let name = |priority: Priority| {
+        stats
+            .iter()
+            .find(|q| q.priority == priority)
+            .map_or_else(|| format!("priority {priority}"), |q| q.name.clone())
+    };
+    let shown: Vec<Line> = queue_waits(buckets, read)
+        .into_iter()
+        .map(|waits| Line {
+            name: name(waits.priority),
+            values: waits
+                .p95
+                .iter()
+                .map(|d| d.map(|d| d.as_millis() as f64))
+                .collect(),
+        })
+        .collect();
+    let ats: Vec<f64> = buckets.iter().filter_map(|b| bucket_start(b)).collect();
+    lines(id, title, "ms", &ats, &shown, label)
+}
+
+/// The overview's history: its charts (messages handled and failed, each queue's waits), or
+/// why there are none; queues are named as in `stats`.
+pub(crate) fn section(history: Option<&History>, stats: &[QueueStats]) -> String {
     let Some(history) = history else {
         return "<h2>History</h2><p class=\"note\">This backend keeps no counters: the history \
                 needs Redis, PostgreSQL, the filesystem, or a state store of one of them."
@@ -96,6 +131,26 @@ pub(crate) fn section(history: Option<&History>) -> String {
             &hours,
             day_and_hour
         ),
+    ) + &format!(
+        "<h2>Latency per queue</h2><p class=\"note\">How long 95 in 100 of the messages \
+         started in each minute or hour had waited past their due time, per queue (the bound of \
+         the histogram bucket holding it).</p><div class=\"charts\">{}{}</div>",
+        waits_chart(
+            "waits-per-minute",
+            "Per minute, the last hour",
+            &history.minute_buckets,
+            &history.minutes,
+            stats,
+            clock
+        ),
+        waits_chart(
+            "waits-per-hour",
+            "Per hour, the last 48 hours",
+            &history.hour_buckets,
+            &history.hours,
+            stats,
+            day_and_hour
+        ),
     )
 }
 
@@ -104,7 +159,33 @@ pub(crate) fn to_json(history: &History) -> serde_json::Value {
     json!({
         "per_minute": series(&history.minute_buckets, &history.minutes),
         "per_hour": series(&history.hour_buckets, &history.hours),
+        "waits_per_minute": waits_json(&history.minute_buckets, &history.minutes),
+        "waits_per_hour": waits_json(&history.hour_buckets, &history.hours),
     })
+}
+
+/// Each queue's waits as JSON: its priority, and per bucket its start and the p50 and p95
+/// waits in milliseconds (`null` where none started).
+fn waits_json(buckets: &[String], read: &Read) -> serde_json::Value {
+    let ms = |d: &Option<Duration>| d.map(|d| d.as_millis() as u64);
+    let queues: Vec<serde_json::Value> = queue_waits(buckets, read)
+        .iter()
+        .map(
+            |QueueWaits {
+                 priority, p95, p50, ..
+             }| {
+                let points: Vec<serde_json::Value> = buckets
+                .iter()
+                .zip(p50.iter().zip(p95))
+                .map(|(bucket, (p50, p95))| {
+                    json!({ "at": bucket_start(bucket), "p50_ms": ms(p50), "p95_ms": ms(p95) })
+                })
+                .collect();
+                json!({ "priority": priority, "points": points })
+            },
+        )
+        .collect();
+    serde_json::Value::Array(queues)
 }
 
 fn ms(d: Option<Duration>) -> String {
@@ -147,7 +228,7 @@ pub(crate) async fn types(Shared(state): Shared<Arc<State>>, base: Base) -> Resp
         Err(failed) => return failed,
     };
     let Some(history) = history else {
-        return Html(live_page(&base, "Job types", &section(None))).into_response();
+        return Html(live_page(&base, "Job types", &section(None, &[]))).into_response();
     };
     let hour = figures(&history.minutes);
     let days = figures(&history.hours);

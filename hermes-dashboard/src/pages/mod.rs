@@ -8,6 +8,7 @@ pub(crate) mod dead;
 pub(crate) mod groups;
 pub(crate) mod history;
 pub(crate) mod job;
+pub(crate) mod limits;
 pub(crate) mod overview;
 pub(crate) mod queue;
 pub(crate) mod queues;

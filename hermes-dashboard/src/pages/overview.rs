@@ -65,7 +65,7 @@ pub(crate) async fn page(Shared(state): Shared<Arc<State>>, base: Base) -> Respo
     }
     cards.push_str("</div>");
     let history = match super::history::read(&state, &base).await {
-        Ok(history) => super::history::section(history.as_ref()),
+        Ok(history) => super::history::section(history.as_ref(), &stats),
         Err(failed) => return failed,
     };
     let since = unix_rfc3339(state.sampler.throughput().since);
