@@ -535,3 +535,40 @@ async fn job_batch_and_workflow_show_what_became_of_them() {
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no record of job no-such-job"));
 }
+
+/// `hermes cron run NAME` emits the entry's message, as the workers announce it, at once.
+#[tokio::test]
+async fn cron_run_emits_an_entrys_message_now() {
+    let queue = Queue::new("cron-run");
+    let driver = queue.driver();
+    let refused = queue.hermes(&["cron", "run", "nightly-export"]);
+    assert_eq!(refused.status.code(), Some(1), "no worker announces it");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("nightly-export"));
+
+    let mut worker = hermes_core::workers::WorkerInfo::new(1, &[], Duration::from_secs(60));
+    worker.schedules = vec![
+        serde_json::from_value(serde_json::json!({
+            "name": "nightly-export", "expression": "0 3 * * *", "zone": "UTC",
+            "type": "report.export", "priority": 100, "next": null, "previous": null,
+            "payload": { "report": "sales" }
+        }))
+        .unwrap(),
+    ];
+    let workers = driver.workers().unwrap();
+    workers
+        .announce(&worker, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let out = ok(&queue.hermes(&["cron", "run", "nightly-export"]));
+    assert!(out.starts_with("emitted cron-nightly-export-now-"), "{out}");
+    let delivery = driver
+        .receive(&[], Duration::ZERO)
+        .await
+        .unwrap()
+        .expect("the entry's message");
+    assert_eq!(delivery.message().message_type(), "report.export");
+    assert_eq!(
+        delivery.message().payload(),
+        Some(&serde_json::json!({ "report": "sales" }))
+    );
+}

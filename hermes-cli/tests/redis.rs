@@ -79,6 +79,14 @@ async fn dead_letters_round_trip_on_each_client() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replaying_many_shows_progress_on_a_terminal_only() {
+    let key = unique("cli-progress");
+    let url = queue_url(&redis_url(), &key, "");
+    common::replaying_many_shows_progress_on_a_terminal_only(&target(url).await).await;
+    delete_keys(&key).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_commands_work_on_the_cluster() {
     let key = unique("cli-cluster");
     let base = cluster_url().replacen("redis://", "redis+cluster://", 1);

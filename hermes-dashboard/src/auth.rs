@@ -122,7 +122,7 @@ impl Credentials {
         } else {
             return false;
         };
-        bool::from(digest(&secret).ct_eq(&self.digest))
+        same_secret(&digest(&secret), &self.digest)
     }
 }
 
@@ -137,6 +137,12 @@ impl fmt::Debug for Credentials {
             .field("secret", &"<hidden>")
             .finish()
     }
+}
+
+/// Whether `presented` is `secret`, in a time that depends on their lengths alone: the
+/// comparison never stops at the first byte that differs.
+pub(crate) fn same_secret(presented: &[u8], secret: &[u8]) -> bool {
+    bool::from(presented.ct_eq(secret))
 }
 
 fn digest(secret: &str) -> [u8; 32] {
@@ -265,6 +271,47 @@ mod tests {
             CredentialsError::Empty {
                 variable: TOKEN_VARIABLE
             }
+        );
+    }
+
+    /// Secrets of 1 MiB make a comparison that stops early show: one wrong only in its last
+    /// byte would take the whole comparison longer than one wrong in its first. The two are
+    /// timed in turns, many times, and their medians compared.
+    #[test]
+    fn a_wrong_secret_is_refused_in_the_same_time_however_much_of_it_is_right() {
+        use std::time::{Duration, Instant};
+        const LEN: usize = 1 << 20;
+        let secret = vec![b's'; LEN];
+        let mut wrong_first = secret.clone();
+        wrong_first[0] = b'x';
+        let mut wrong_last = secret.clone();
+        wrong_last[LEN - 1] = b'x';
+        assert!(same_secret(&secret, &secret));
+        let time = |presented: &[u8]| {
+            let began = Instant::now();
+            let same = same_secret(std::hint::black_box(presented), &secret);
+            let took = began.elapsed();
+            assert!(!same);
+            took
+        };
+        let median = |mut samples: Vec<Duration>| {
+            samples.sort();
+            samples[samples.len() / 2]
+        };
+        for _ in 0..5 {
+            time(&wrong_first);
+            time(&wrong_last);
+        }
+        let (mut first, mut last) = (Vec::new(), Vec::new());
+        for _ in 0..41 {
+            first.push(time(&wrong_first));
+            last.push(time(&wrong_last));
+        }
+        let (first, last) = (median(first), median(last));
+        let ratio = last.as_secs_f64() / first.as_secs_f64();
+        assert!(
+            (0.67..=1.5).contains(&ratio),
+            "wrong in the last byte: {last:?}, in the first: {first:?} (ratio {ratio:.2})"
         );
     }
 

@@ -8,7 +8,6 @@ use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use hermes_core::driver::{Browse, Controls, DeadLetters, Inspect};
 use hermes_core::{Driver, Error};
-use subtle::ConstantTimeEq;
 
 use crate::base::Base;
 use crate::html::{escape, page};
@@ -90,7 +89,7 @@ impl State {
 
     /// Whether `token` is the one this dashboard's forms carry, compared in constant time.
     pub(crate) fn carries_token(&self, token: &str) -> bool {
-        bool::from(token.as_bytes().ct_eq(self.token.as_bytes()))
+        crate::auth::same_secret(token.as_bytes(), self.token.as_bytes())
     }
 }
 

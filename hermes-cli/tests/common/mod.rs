@@ -344,3 +344,72 @@ pub async fn workers_are_listed(target: &Target) {
         .unwrap();
     assert!(!ok(&target.hermes(&["workers"])).contains(&worker.id));
 }
+
+/// `count` dead letters `<prefix>-0`… on the default queue, put there one at a time.
+pub async fn bury(target: &Target, prefix: &str, count: usize) {
+    let reason = DeadReason::new(DeadKind::Failed, "declined");
+    let dead = target.driver.dead_letters().expect("dead letters");
+    for n in 0..count {
+        let message = Message::builder("charge")
+            .id(format!("{prefix}-{n}"))
+            .build()
+            .unwrap();
+        target
+            .driver
+            .send(&message, DEFAULT_PRIORITY)
+            .await
+            .unwrap();
+        let delivery = target
+            .driver
+            .receive(&[], Duration::from_secs(5))
+            .await
+            .unwrap()
+            .expect("the message just sent");
+        dead.add(&delivery, &reason).await.unwrap();
+    }
+}
+
+/// A replay of many shows a bar on a terminal (the command run under `script`, which gives it
+/// one) and nothing when its output is not one; both replay every letter.
+pub async fn replaying_many_shows_progress_on_a_terminal_only(target: &Target) {
+    let dead = target.driver.dead_letters().expect("dead letters");
+    bury(target, "plain", 1_200).await;
+    let plain = target.hermes(&["dead", "replay", "--all"]);
+    assert!(ok(&plain).contains("replayed 1200 dead letters"));
+    assert!(
+        plain.stderr.is_empty(),
+        "no bar off a terminal: {}",
+        String::from_utf8_lossy(&plain.stderr)
+    );
+    assert!(dead.list(DEFAULT_PRIORITY, 10).await.unwrap().is_empty());
+    let inspect = target.driver.inspect().expect("inspect");
+    inspect
+        .purge(DEFAULT_PRIORITY, hermes_core::inspect::QueueState::Waiting)
+        .await
+        .unwrap();
+
+    bury(target, "shown", 1_200).await;
+    let mut command = format!("'{}' dead replay --all", env!("CARGO_BIN_EXE_hermes"));
+    for (name, value) in [("HERMES_URL", target.url.as_str())]
+        .into_iter()
+        .chain(target.env.iter().map(|(n, v)| (*n, v.as_str())))
+    {
+        command = format!("{name}='{value}' {command}");
+    }
+    let on_terminal = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .output()
+        .expect("running script (util-linux)");
+    let shown = String::from_utf8_lossy(&on_terminal.stdout);
+    assert!(on_terminal.status.success(), "{shown}");
+    assert!(shown.contains("replayed 1200 dead letters"), "{shown}");
+    assert!(
+        shown.contains("replaying [") && shown.contains("/1200"),
+        "a bar on a terminal: {shown}"
+    );
+    assert!(dead.list(DEFAULT_PRIORITY, 10).await.unwrap().is_empty());
+    inspect
+        .purge(DEFAULT_PRIORITY, hermes_core::inspect::QueueState::Waiting)
+        .await
+        .unwrap();
+}
