@@ -364,10 +364,18 @@ async fn click(browser: &Client, css: &str) {
         .unwrap();
 }
 
-/// Saves the page as `name`.png in the test target folder, and in `HERMES_SCREENSHOTS` (a
-/// folder, relative to the workspace's root) when that is set.
+/// Saves the whole page (the window made as tall as it, up to 2,000 pixels) as `name`.png in
+/// the test target folder, and in `HERMES_SCREENSHOTS` (a folder, relative to the workspace's
+/// root) when that is set.
 async fn save_screenshot(browser: &Client, name: &str) {
+    let height: serde_json::Value = browser
+        .execute("return document.documentElement.scrollHeight;", vec![])
+        .await
+        .unwrap();
+    let height = height.as_u64().unwrap_or(900).clamp(600, 2_000) as u32;
+    browser.set_window_size(1280, height + 100).await.unwrap();
     let png = browser.screenshot().await.unwrap();
+    browser.set_window_size(1280, 900).await.unwrap();
     assert!(png.starts_with(b"\x89PNG"), "a PNG");
     let mut places = vec![PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.png"))];
     if let Some(folder) = std::env::var_os("HERMES_SCREENSHOTS") {
@@ -556,6 +564,329 @@ async fn the_queue_pages_in_a_browser_on_redis() {
         .await
         .expect("Redis");
     the_queue_pages_work(&url, &driver, "redis").await;
+    let purge = driver.inspect().unwrap();
+    for state in [QueueState::Waiting, QueueState::Delayed] {
+        purge.purge(DEFAULT_PRIORITY, state).await.unwrap();
+    }
+}
+
+/// A row of an import, a job of a batch.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Row {
+    n: u32,
+}
+
+impl hermes_core::Job for Row {
+    const TYPE: &'static str = "import.row";
+}
+
+/// Loads `path` again until `check` holds for its `main` (what a worker does shows within a few
+/// seconds, its counters within their flush).
+async fn reload_until(browser: &Client, url: &str, check: impl Fn(&str) -> bool, what: &str) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        browser.goto(url).await.unwrap();
+        let main = text(browser, "main").await;
+        if check(&main) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: {main}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The other pages and their actions with a worker running, each checked in the backend: the
+/// overview's history, the workers and what they run, the limits' use, the job types, a batch,
+/// the cron entries and Run now, a dead letter deleted (confirmed) and one replayed from its
+/// queue's tab, a delayed job cancelled (confirmed). A screenshot of each page.
+async fn the_other_pages_work(url: &str, driver: Arc<dyn Driver>, backend: &str) {
+    use hermes_core::flow::Limits;
+    use hermes_core::tracking::Batch;
+    use hermes_core::{CronEntry, Emitter, HandlerError, Scheduler, cron::CronSchedule};
+
+    bury(&*driver, "dead-a", "card declined").await;
+    bury(&*driver, "dead-b", "card expired").await;
+    let to_cancel = Message::builder("report.export")
+        .id("to-cancel")
+        .execute_at(hermes_core::time::unix_now() + 3600.0)
+        .build()
+        .unwrap();
+    driver.send(&to_cancel, DEFAULT_PRIORITY).await.unwrap();
+
+    let handled = Arc::new(Mutex::new(Vec::<String>::new()));
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let mut options = DispatcherOptions::default();
+    options.announce_ttl = Some(Duration::from_secs(3));
+    let emitter = Emitter::from_arc(driver.clone());
+    let scheduler = Scheduler::new(emitter.clone());
+    scheduler
+        .add(
+            CronEntry::new(
+                "nightly-export",
+                CronSchedule::new("0 3 * * *", "UTC").unwrap(),
+                "report.export",
+            )
+            .payload(&json!({ "report": "sales" }))
+            .unwrap(),
+        )
+        .unwrap();
+    let mut dispatcher = Dispatcher::from_arc(driver.clone())
+        .options(options)
+        .concurrency(6)
+        .with_scheduler(scheduler);
+    dispatcher
+        .limit(
+            "call-api",
+            Limits::new()
+                .concurrency(2)
+                .rate(hermes_core::flow::Rate::per_minute(600))
+                .concurrency_per_key(2),
+        )
+        .unwrap();
+    for message_type in ["report.export", "charge", "import.row"] {
+        let handled = handled.clone();
+        dispatcher.register_fn(message_type, move |m| {
+            let handled = handled.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                handled.lock().unwrap().push(m.id().to_owned());
+                Ok(true)
+            }
+        });
+    }
+    let held = gate.clone();
+    dispatcher.register_fn("call-api", move |_| {
+        let held = held.clone();
+        async move {
+            let _pass = held.acquire().await.map_err(HandlerError::msg)?;
+            Ok(true)
+        }
+    });
+    let stop = dispatcher.cancellation_token();
+    let worker = tokio::spawn(async move { dispatcher.handle(&[]).await });
+    for n in 0..3 {
+        let call = Message::builder("call-api")
+            .id(format!("call-{n}"))
+            .limit_key("acme")
+            .build()
+            .unwrap();
+        driver.send(&call, DEFAULT_PRIORITY).await.unwrap();
+    }
+    let done = Message::builder("report.export")
+        .id("batch-done")
+        .build()
+        .unwrap();
+    let batch = emitter
+        .emit_batch_of(
+            Batch::new()
+                .description("rows import")
+                .on_complete_message(&done, DEFAULT_PRIORITY),
+            &[Row { n: 1 }, Row { n: 2 }, Row { n: 3 }],
+        )
+        .await
+        .unwrap();
+    let was_handled = |id: &str| handled.lock().unwrap().iter().any(|h| h == id);
+
+    let dashboard = Dashboard::start(url, &[]);
+    let address = format!("http://{}", dashboard.address);
+    let (_chromedriver, port) = start_chromedriver();
+    let profile = std::env::temp_dir().join(format!(
+        "hermes-browser-pages-{backend}-{}",
+        std::process::id()
+    ));
+    let browser = open_browser(port, &profile).await;
+    browser.goto(&format!("{address}/")).await.unwrap();
+    set_live(&browser, false).await;
+
+    // A batch: its three rows and its callback ran.
+    let batch_page = format!("{address}/groups?id={batch}");
+    reload_until(
+        &browser,
+        &batch_page,
+        |t| t.contains("3 of 3 finished") && t.contains("rows import"),
+        "the batch finishes",
+    )
+    .await;
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let status = emitter.batch_status(&batch).await.unwrap().unwrap();
+        if status.on_complete == hermes_core::tracking::CallbackState::Done {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the batch's callback ran: {status:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    reload_until(
+        &browser,
+        &batch_page,
+        |t| t.contains("done"),
+        "the callback done",
+    )
+    .await;
+    save_screenshot(&browser, &format!("dashboard-batch-{backend}")).await;
+
+    // The workers page: the worker, and the two calls it runs (the third waits on the limit).
+    let workers = driver.workers().unwrap().list().await.unwrap();
+    assert_eq!(workers.len(), 1, "{workers:?}");
+    reload_until(
+        &browser,
+        &format!("{address}/workers"),
+        |t| t.contains(&workers[0].id) && t.matches("call-api").count() == 2,
+        "the worker and its two calls",
+    )
+    .await;
+    save_screenshot(&browser, &format!("dashboard-workers-{backend}")).await;
+
+    // The limits page: the calls' limit, full.
+    reload_until(
+        &browser,
+        &format!("{address}/limits?type=call-api&key=acme"),
+        |t| {
+            t.contains("2 of 2 running")
+                && t.contains("2 of 600 started")
+                && t.contains("2 of 2 running for \"acme\"")
+        },
+        "the limits' use, and the key's",
+    )
+    .await;
+    save_screenshot(&browser, &format!("dashboard-limits-{backend}")).await;
+
+    // The job types page, once the worker has added its counters (every 5 s).
+    reload_until(
+        &browser,
+        &format!("{address}/types"),
+        |t| t.contains("import.row") && t.contains("report.export"),
+        "the job types",
+    )
+    .await;
+    save_screenshot(&browser, &format!("dashboard-types-{backend}")).await;
+
+    // The overview's history charts what the worker handled, and each queue's latency.
+    let drawn = "return document.querySelectorAll('#per-minute rect.handled').length > 0 \
+                 && document.querySelectorAll('#waits-per-minute circle').length > 0;";
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        browser.goto(&format!("{address}/")).await.unwrap();
+        let shown: serde_json::Value = browser.execute(drawn, vec![]).await.unwrap();
+        if shown == json!(true) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the overview's history");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    save_screenshot(&browser, &format!("dashboard-overview-{backend}")).await;
+
+    // The cron page, and Run now: the worker handles the entry's message.
+    reload_until(
+        &browser,
+        &format!("{address}/cron"),
+        |t| t.contains("nightly-export") && t.contains("0 3 * * *"),
+        "the cron entry",
+    )
+    .await;
+    save_screenshot(&browser, &format!("dashboard-cron-{backend}")).await;
+    click(&browser, "button.run-now").await;
+    let deadline = Instant::now() + PATIENCE;
+    while !handled
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|id| id.starts_with("cron-nightly-export-now-"))
+    {
+        assert!(Instant::now() < deadline, "the entry's message ran");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Dead letters: one deleted after the browser's confirmation, the other replayed from its
+    // queue's tab.
+    let dead = driver.dead_letters().unwrap();
+    let dead_ids = || async {
+        let letters = dead.list(DEFAULT_PRIORITY, 10).await.unwrap();
+        letters.into_iter().map(|l| l.id).collect::<Vec<_>>()
+    };
+    browser.goto(&format!("{address}/dead")).await.unwrap();
+    save_screenshot(&browser, &format!("dashboard-dead-{backend}")).await;
+    click(
+        &browser,
+        "form:has(input[name=id][value=\"dead-a\"]) button.delete",
+    )
+    .await;
+    browser.accept_alert().await.expect("a confirmation");
+    wait_for_main(&browser, |t| !t.contains("dead-a"), "dead-a deleted").await;
+    assert_eq!(dead_ids().await, ["dead-b"]);
+    browser
+        .goto(&format!("{address}/queue?priority=100&state=dead"))
+        .await
+        .unwrap();
+    click(&browser, "input[type=checkbox][value=\"dead-b\"]").await;
+    click(&browser, "button.replay").await;
+    wait_for_main(&browser, |t| !t.contains("dead-b"), "dead-b replayed").await;
+    assert!(dead_ids().await.is_empty());
+    let deadline = Instant::now() + PATIENCE;
+    while !was_handled("dead-b") {
+        assert!(Instant::now() < deadline, "the worker handled dead-b");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // A delayed job cancelled, after the browser's confirmation.
+    browser
+        .goto(&format!("{address}/queue?priority=100&state=delayed"))
+        .await
+        .unwrap();
+    click(&browser, "input[type=checkbox][value=\"to-cancel\"]").await;
+    click(&browser, "button.cancel").await;
+    browser.accept_alert().await.expect("a confirmation");
+    let controls = driver.controls().unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    while !controls
+        .cancellations(0.0)
+        .await
+        .unwrap()
+        .iter()
+        .any(|c| c.id == "to-cancel")
+    {
+        assert!(Instant::now() < deadline, "the job cancelled");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    browser.close().await.unwrap();
+    dashboard.stop();
+    gate.add_permits(3);
+    stop.cancel();
+    worker.await.unwrap().unwrap();
+    let _ = std::fs::remove_dir_all(&profile);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_page_in_a_browser_on_the_filesystem() {
+    if !available_or_skip(
+        strict(),
+        "every_page_on_the_filesystem",
+        browser_available(),
+    ) {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("hermes-browser-p-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let url = format!("file://{}?queue=jobs", dir.display());
+    let driver = FileSystemDriver::from_url(&url).unwrap();
+    the_other_pages_work(&url, Arc::new(driver), "filesystem").await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_page_in_a_browser_on_redis() {
+    if !available_or_skip(strict(), "every_page_on_redis", browser_available()) {
+        return;
+    }
+    let key = hermes_testkit::suite::unique_queue_name("browser-pages");
+    let base =
+        std::env::var("HERMES_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+    let url = format!("{base}/0?key={key}&schedule_key={key}_schedule");
+    let driver = hermes::redis::RedisSetDriver::from_url(&url)
+        .await
+        .expect("Redis");
+    the_other_pages_work(&url, Arc::new(driver.clone()), "redis").await;
     let purge = driver.inspect().unwrap();
     for state in [QueueState::Waiting, QueueState::Delayed] {
         purge.purge(DEFAULT_PRIORITY, state).await.unwrap();

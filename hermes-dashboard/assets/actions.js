@@ -3,7 +3,7 @@
 // The live refresh calls it again for the forms it brings.
 window.hermesActions = function () {
   "use strict";
-  document.querySelectorAll("form.selection").forEach(function (form) {
+  document.querySelectorAll("form").forEach(function (form) {
     if (form.dataset.ready) { return; }
     form.dataset.ready = "1";
     form.addEventListener("submit", function (event) {
@@ -11,6 +11,7 @@ window.hermesActions = function () {
       var question = button && button.getAttribute("data-confirm");
       if (question && !window.confirm(question)) { event.preventDefault(); }
     });
+    if (!form.classList.contains("selection")) { return; }
     var boxes = form.querySelectorAll("input[type=checkbox][name=id]");
     var head = form.querySelector("th");
     if (boxes.length === 0 || !head) { return; }

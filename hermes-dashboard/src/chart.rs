@@ -24,10 +24,10 @@ fn open(id: &str, title: &str, top: &str, unit: &str) -> String {
          <line class=\"axis\" x1=\"{LEFT}\" y1=\"{plot_h}\" x2=\"{WIDTH}\" y2=\"{plot_h}\"/>\
          <text class=\"tick\" x=\"{tick}\" y=\"10\" text-anchor=\"end\">{}</text>\
          <text class=\"tick\" x=\"{tick}\" y=\"{plot_h}\" text-anchor=\"end\">0</text>\
-         <text class=\"tick\" x=\"{tick}\" y=\"{}\" text-anchor=\"end\">{}</text>",
+         <text class=\"tick unit\" x=\"{}\" y=\"10\" text-anchor=\"start\">{}</text>",
         escape(title),
         escape(top),
-        plot_h / 2.0,
+        LEFT + 4.0,
         escape(unit)
     )
 }

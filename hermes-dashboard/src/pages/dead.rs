@@ -26,6 +26,12 @@ fn action(
     id: Option<&str>,
 ) -> String {
     let all = if id.is_none() { "-all" } else { "" };
+    let confirm = match (action, id.is_none()) {
+        ("delete", false) => " data-confirm=\"Delete this dead letter for good?\"",
+        ("delete", true) => " data-confirm=\"Delete every dead letter of this queue for good?\"",
+        (_, true) => " data-confirm=\"Replay every dead letter of this queue?\"",
+        _ => "",
+    };
     let id = id.map_or_else(String::new, |id| {
         format!(
             "<input type=\"hidden\" name=\"id\" value=\"{}\">",
@@ -35,7 +41,7 @@ fn action(
     format!(
         "<form method=\"post\" action=\"{}\"><input type=\"hidden\" name=\"token\" \
          value=\"{}\"><input type=\"hidden\" name=\"priority\" value=\"{priority}\">{id}\
-         <button type=\"submit\" class=\"{action}{all}\">{label}</button></form>",
+         <button type=\"submit\" class=\"{action}{all}\"{confirm}>{label}</button></form>",
         escape(&base.to(&format!("/dead/{action}"))),
         state.token
     )
@@ -129,7 +135,16 @@ pub(crate) async fn page(Shared(state): Shared<Arc<State>>, base: Base) -> Respo
         }
         body.push_str(&table(&header, &rows));
     }
+    body.push_str(&actions_script(&base));
     Html(live_frame(&base, "Dead letters", &body)).into_response()
+}
+
+/// The script asking before a destructive action.
+fn actions_script(base: &Base) -> String {
+    format!(
+        "<script src=\"{}\"></script>",
+        escape(&base.to("/assets/actions.js"))
+    )
 }
 
 fn default_priority() -> Priority {
@@ -220,7 +235,11 @@ pub(crate) async fn letter(
     Html(frame(
         &base,
         "Dead letter",
-        &format!("{}{message}{actions}", table(&["", ""], &rows)),
+        &format!(
+            "{}{message}{actions}{}",
+            table(&["", ""], &rows),
+            actions_script(&base)
+        ),
     ))
     .into_response()
 }
