@@ -1,7 +1,10 @@
-//! The Hermes dashboard as an [axum] [`Router`](axum::Router): every queue's figures, the dead
-//! letters (shown, replayed, deleted), the live workers, a throughput chart, and Prometheus
-//! text at `metrics`. Mount it in your own application, under your own path and behind your
-//! own login, or run it alone with `hermes dashboard`.
+//! The Hermes dashboard as an [axum] [`Router`](axum::Router): every queue's figures and jobs
+//! by state (a page at a time from the backend, filtered and searched, each job's page, and
+//! actions on a selection), the dead letters, the live workers and what they run, the history
+//! per minute and per hour with each queue's latency, the job types' figures, batches and
+//! workflows, the cron entries (run now), the limits' use, and Prometheus text at `metrics`.
+//! Mount it in your own application, under your own path and behind your own login, or run it
+//! alone with `hermes dashboard`.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
