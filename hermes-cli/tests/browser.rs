@@ -534,6 +534,35 @@ async fn the_queue_pages_work(url: &str, driver: &dyn Driver, backend: &str) {
     let _ = std::fs::remove_dir_all(&profile);
 }
 
+/// A filesystem queue of its own: its folder (emptied), URL and driver.
+fn filesystem_queue(name: &str) -> (PathBuf, String, FileSystemDriver) {
+    let dir = std::env::temp_dir().join(format!("hermes-browser-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let url = format!("file://{}?queue=jobs", dir.display());
+    let driver = FileSystemDriver::from_url(&url).unwrap();
+    (dir, url, driver)
+}
+
+/// A Redis queue of its own: its URL and driver.
+async fn redis_queue(name: &str) -> (String, hermes::redis::RedisSetDriver) {
+    let key = hermes_testkit::suite::unique_queue_name(name);
+    let base =
+        std::env::var("HERMES_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+    let url = format!("{base}/0?key={key}&schedule_key={key}_schedule");
+    let driver = hermes::redis::RedisSetDriver::from_url(&url)
+        .await
+        .expect("Redis");
+    (url, driver)
+}
+
+/// Empties what a test left waiting or delayed.
+async fn purge(driver: &dyn Driver) {
+    let inspect = driver.inspect().unwrap();
+    for state in [QueueState::Waiting, QueueState::Delayed] {
+        inspect.purge(DEFAULT_PRIORITY, state).await.unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_queue_pages_in_a_browser_on_the_filesystem() {
     if !available_or_skip(
@@ -543,10 +572,7 @@ async fn the_queue_pages_in_a_browser_on_the_filesystem() {
     ) {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("hermes-browser-q-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let url = format!("file://{}?queue=jobs", dir.display());
-    let driver = FileSystemDriver::from_url(&url).unwrap();
+    let (dir, url, driver) = filesystem_queue("q");
     the_queue_pages_work(&url, &driver, "filesystem").await;
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -556,18 +582,9 @@ async fn the_queue_pages_in_a_browser_on_redis() {
     if !available_or_skip(strict(), "the_queue_pages_on_redis", browser_available()) {
         return;
     }
-    let key = hermes_testkit::suite::unique_queue_name("browser");
-    let base =
-        std::env::var("HERMES_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
-    let url = format!("{base}/0?key={key}&schedule_key={key}_schedule");
-    let driver = hermes::redis::RedisSetDriver::from_url(&url)
-        .await
-        .expect("Redis");
+    let (url, driver) = redis_queue("browser").await;
     the_queue_pages_work(&url, &driver, "redis").await;
-    let purge = driver.inspect().unwrap();
-    for state in [QueueState::Waiting, QueueState::Delayed] {
-        purge.purge(DEFAULT_PRIORITY, state).await.unwrap();
-    }
+    purge(&driver).await;
 }
 
 /// A row of an import, a job of a batch.
@@ -713,7 +730,10 @@ async fn the_other_pages_work(url: &str, driver: Arc<dyn Driver>, backend: &str)
         if status.on_complete == hermes_core::tracking::CallbackState::Done {
             break;
         }
-        assert!(Instant::now() < deadline, "the batch's callback ran: {status:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the batch's callback ran: {status:?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     reload_until(
@@ -866,10 +886,7 @@ async fn every_page_in_a_browser_on_the_filesystem() {
     ) {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("hermes-browser-p-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let url = format!("file://{}?queue=jobs", dir.display());
-    let driver = FileSystemDriver::from_url(&url).unwrap();
+    let (dir, url, driver) = filesystem_queue("p");
     the_other_pages_work(&url, Arc::new(driver), "filesystem").await;
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -879,16 +896,7 @@ async fn every_page_in_a_browser_on_redis() {
     if !available_or_skip(strict(), "every_page_on_redis", browser_available()) {
         return;
     }
-    let key = hermes_testkit::suite::unique_queue_name("browser-pages");
-    let base =
-        std::env::var("HERMES_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
-    let url = format!("{base}/0?key={key}&schedule_key={key}_schedule");
-    let driver = hermes::redis::RedisSetDriver::from_url(&url)
-        .await
-        .expect("Redis");
+    let (url, driver) = redis_queue("browser-pages").await;
     the_other_pages_work(&url, Arc::new(driver.clone()), "redis").await;
-    let purge = driver.inspect().unwrap();
-    for state in [QueueState::Waiting, QueueState::Delayed] {
-        purge.purge(DEFAULT_PRIORITY, state).await.unwrap();
-    }
+    purge(&driver).await;
 }

@@ -4,17 +4,14 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::http::StatusCode;
 use common::get;
 use hermes_core::tracking::Batch;
-use hermes_core::workers::WorkerInfo;
 use hermes_core::{Driver, Emitter, Job};
 use hermes_dashboard::Dashboard;
 use hermes_testkit::MemoryDriver;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Row {
@@ -61,20 +58,7 @@ async fn the_cron_page_lists_what_the_schedulers_announce() {
             .body
             .contains("No running worker announces")
     );
-    let mut worker = WorkerInfo::new(1, &[], Duration::from_secs(60));
-    worker.schedules = vec![
-        serde_json::from_value(json!({
-            "name": "nightly-export", "expression": "0 3 * * *", "zone": "UTC",
-            "type": "report.export", "priority": 100, "next": 1_798_131_600.0, "previous": null
-        }))
-        .unwrap(),
-    ];
-    driver
-        .workers()
-        .unwrap()
-        .announce(&worker, Duration::from_secs(60))
-        .await
-        .unwrap();
+    common::announce_entry(&driver).await;
     let page = get(&app, "/cron").await.body;
     for shown in [
         "nightly-export",

@@ -7,11 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use common::{get, post, token};
+use common::{announce_entry, get, post, token};
 use hermes_core::flow::{Limits, Rate};
 use hermes_core::history::Recorder;
 use hermes_core::time::unix_now;
-use hermes_core::workers::WorkerInfo;
 use hermes_core::{DEFAULT_PRIORITY, Dispatcher, Driver, HandlerError, Message};
 use hermes_dashboard::Dashboard;
 use hermes_testkit::MemoryDriver;
@@ -118,25 +117,6 @@ fn url_encoded(text: &str) -> String {
             }
         })
         .collect()
-}
-
-/// A worker announcing the entry `nightly-export` with a payload.
-async fn announce_entry(driver: &MemoryDriver) {
-    let mut worker = WorkerInfo::new(1, &[], Duration::from_secs(60));
-    worker.schedules = vec![
-        serde_json::from_value(json!({
-            "name": "nightly-export", "expression": "0 3 * * *", "zone": "UTC",
-            "type": "report.export", "priority": 100, "next": 1_798_131_600.0, "previous": null,
-            "payload": { "report": "sales" }
-        }))
-        .unwrap(),
-    ];
-    driver
-        .workers()
-        .unwrap()
-        .announce(&worker, Duration::from_secs(60))
-        .await
-        .unwrap();
 }
 
 #[tokio::test]

@@ -7,6 +7,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use hermes_core::inspect::{DeadKind, DeadReason};
+use hermes_core::workers::WorkerInfo;
 use hermes_core::{DEFAULT_PRIORITY, Driver, Message};
 use hermes_testkit::MemoryDriver;
 use tower::ServiceExt;
@@ -78,4 +79,23 @@ pub fn token(page: &str) -> String {
         .expect("a form with a token")
         + 20;
     page[at..at + 32].to_owned()
+}
+
+/// A worker announcing the entry `nightly-export` with a payload.
+pub async fn announce_entry(driver: &MemoryDriver) {
+    let mut worker = WorkerInfo::new(1, &[], Duration::from_secs(60));
+    worker.schedules = vec![
+        serde_json::from_value(serde_json::json!({
+            "name": "nightly-export", "expression": "0 3 * * *", "zone": "UTC",
+            "type": "report.export", "priority": 100, "next": 1_798_131_600.0, "previous": null,
+            "payload": { "report": "sales" }
+        }))
+        .unwrap(),
+    ];
+    driver
+        .workers()
+        .unwrap()
+        .announce(&worker, Duration::from_secs(60))
+        .await
+        .unwrap();
 }
