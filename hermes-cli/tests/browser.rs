@@ -869,6 +869,40 @@ async fn the_other_pages_work(url: &str, driver: Arc<dyn Driver>, backend: &str)
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
+    // A running job cancelled from the in-flight tab: its cancellation is in the backend for
+    // the worker running it.
+    browser
+        .goto(&format!("{address}/queue?priority=100&state=in-flight"))
+        .await
+        .unwrap();
+    let running = browser
+        .find(Locator::Css("input[type=checkbox][name=id]"))
+        .await
+        .expect("a running job")
+        .attr("value")
+        .await
+        .unwrap()
+        .expect("its id");
+    assert!(running.starts_with("call-"), "{running}");
+    click(
+        &browser,
+        &format!("input[type=checkbox][value=\"{running}\"]"),
+    )
+    .await;
+    click(&browser, "button.cancel").await;
+    browser.accept_alert().await.expect("a confirmation");
+    let deadline = Instant::now() + PATIENCE;
+    while !controls
+        .cancellations(0.0)
+        .await
+        .unwrap()
+        .iter()
+        .any(|c| c.id == running)
+    {
+        assert!(Instant::now() < deadline, "the running job cancelled");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
     browser.close().await.unwrap();
     dashboard.stop();
     gate.add_permits(3);
