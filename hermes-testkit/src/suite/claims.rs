@@ -18,9 +18,11 @@ pub async fn vanished_instance_message_redelivered<H: Harness>(h: &H, queue: &st
     let second = open(h, queue).await;
     let sent = message("crash", 1);
     send(&first, &sent, DEFAULT_PRIORITY).await;
+    // The claim starts within the receive: its lease ends a visibility timeout after this
+    // moment at the earliest, however late the receive returns.
+    let claimed_at = Instant::now();
     let claimed = expect_one(&first, &[]).await;
     assert_eq!(claimed.message().id(), sent.id());
-    let claimed_at = Instant::now();
     drop(claimed);
     drop(first);
     let wait = h.visibility_timeout() * 3 + PATIENCE;

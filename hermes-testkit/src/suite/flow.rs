@@ -173,9 +173,11 @@ async fn rate_holds<H: Harness>(h: &H, queue: &str, rate: Rate, n: usize) -> Out
     let mut starts = starts.lock().unwrap().clone();
     assert!(all, "{ran} of {n} jobs ran within 90 s");
     // At least once: a claim that expired on a loaded machine may run a job again (each run
-    // is admitted, so it counts against the rate like any start), but only rarely.
+    // is admitted, so it counts against the rate like any start). A stall of the backend longer
+    // than a short claim's lease re-runs what each worker held then (up to its prefetch and its
+    // running jobs), so a tenth of the jobs at most; a driver that ran every job twice fails.
     assert!(
-        starts.len() - ran <= n / 100,
+        starts.len() - ran <= n / 10,
         "{} runs of {n} jobs: more ran twice than a claim's expiry explains",
         starts.len()
     );
@@ -205,7 +207,9 @@ pub async fn starts_recorded_ahead_fill_a_rate_exactly<H: Harness>(h: &H, queue:
     let Some(store) = driver.limits() else {
         return Outcome::lacks_facet("limits");
     };
-    let period = Duration::from_secs(2);
+    // Long enough that no start leaves the window while the rates fill, however slow the
+    // backend answers.
+    let period = Duration::from_secs(60);
     let within = Duration::from_millis(50);
     let rate = |name: &str, max: u32| Bound::Starts {
         name: format!("{queue}-{name}"),
