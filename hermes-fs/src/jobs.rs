@@ -16,7 +16,10 @@ use hermes_core::driver::{
     unique_backend_name,
 };
 use hermes_core::time::unix_now;
-use hermes_core::tracking::{GroupSpec, GroupState, JobRecord, Settled, Tally};
+use hermes_core::tracking::{
+    GroupSpec, GroupState, JobRecord, RecordPage, RecordRequest, Settled, Tally,
+    after_record_cursor, parse_record_cursor, record_cursor,
+};
 use hermes_core::{Error, Message, Priority};
 use serde::{Deserialize, Serialize};
 
@@ -231,6 +234,57 @@ impl JobStore for Core {
             .ok()
             .filter(|file| file.expires > unix_now())
             .map(|file| file.record))
+    }
+
+    /// Ordered by when each file was last written (under one retention, the order in which
+    /// they expire), then by file name.
+    async fn records(&self, request: &RecordRequest) -> Result<RecordPage, Error> {
+        let cursor = match request.cursor.as_deref() {
+            Some(cursor) => Some(parse_record_cursor(cursor).ok_or_else(|| {
+                Error::InvalidMessage("not a cursor of the filesystem's records".to_owned())
+            })?),
+            None => None,
+        };
+        let dir = self.jobs_folder().join("records");
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(RecordPage::default()),
+            Err(e) => return Err(io_error("list", &dir, e)),
+        };
+        let mut files: Vec<(f64, String)> = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| io_error("list", &dir, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') || !name.ends_with(".json") {
+                continue;
+            }
+            // A file removed since the listing is left out.
+            let Some(written) = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            else {
+                continue;
+            };
+            let written = written.as_secs_f64();
+            if after_record_cursor(cursor, written, &name) {
+                files.push((written, name));
+            }
+        }
+        files.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| b.1.cmp(&a.1)));
+        let reads = request.reads();
+        let more = files.len() > reads;
+        let now = unix_now();
+        let mut read_records = Vec::with_capacity(reads.min(files.len()));
+        for (written, name) in files.into_iter().take(reads) {
+            let record = read(&dir.join(&name))?
+                .and_then(|bytes| serde_json::from_slice::<RecordFile>(&bytes).ok())
+                .filter(|file| file.expires > now)
+                .map(|file| file.record);
+            read_records.push((record_cursor(written, &name), record));
+        }
+        Ok(request.page_of(read_records, more))
     }
 
     async fn open(

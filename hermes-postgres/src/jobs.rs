@@ -7,7 +7,10 @@
 use std::time::Duration;
 
 use hermes_core::driver::{JobStore, UNFINISHED_GROUP_KEPT, async_trait, claim_mark, claimant_in};
-use hermes_core::tracking::{GroupSpec, GroupState, JobRecord, Settled, Tally};
+use hermes_core::tracking::{
+    GroupSpec, GroupState, JobRecord, RecordPage, RecordRequest, Settled, Tally,
+    parse_record_cursor, record_cursor,
+};
 use hermes_core::{DEFAULT_PRIORITY, Error, Message, Priority};
 
 use crate::core::Core;
@@ -50,6 +53,42 @@ impl JobStore for Core {
             .await?;
         // A record another program wrote wrongly reads as none.
         Ok(row.and_then(|row| JobRecord::decode(row.get::<_, &str>(0).as_bytes())))
+    }
+
+    async fn records(&self, request: &RecordRequest) -> Result<RecordPage, Error> {
+        let scope = self.tracking_scope()?;
+        let (expires, id) = match request.cursor.as_deref() {
+            Some(cursor) => parse_record_cursor(cursor).ok_or_else(|| {
+                Error::InvalidMessage("not a cursor of PostgreSQL's records".to_owned())
+            })?,
+            None => (f64::INFINITY, ""),
+        };
+        let reads = request.reads();
+        let limit = i64::try_from(reads + 1).unwrap_or(i64::MAX);
+        let rows = self
+            .on_connection("reading job records", |client| async move {
+                let statement = client.prepare_cached(&self.sql.list_records).await?;
+                client
+                    .query(&statement, &[&scope, &expires, &id, &limit])
+                    .await
+            })
+            .await?;
+        let more = rows.len() > reads;
+        let read = rows
+            .iter()
+            .take(reads)
+            .map(|row| {
+                let id: &str = row.get(0);
+                let record: &str = row.get(1);
+                let expires: f64 = row.get(2);
+                // A record another program wrote wrongly is passed over.
+                (
+                    record_cursor(expires, id),
+                    JobRecord::decode(record.as_bytes()),
+                )
+            })
+            .collect();
+        Ok(request.page_of(read, more))
     }
 
     async fn open(

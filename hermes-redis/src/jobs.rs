@@ -1,14 +1,18 @@
 //! Job records and groups, in the queue's hash slot: a record is the string
 //! `<default set>_job:<id>` (its JSON, expiring with its retention); a group is the hash
 //! `<default set>_group:<id>` (its spec, counts, release marks) beside the hash
-//! `<default set>_group:<id>:members` (member → its outcome, empty while pending). Settling and
+//! `<default set>_group:<id>:members` (member → its outcome, empty while pending); the sorted set
+//! `<key>_records` lists the records' keys by when each expires (negated, latest first). Settling and
 //! releasing are scripts, so each is one atomic step.
 
 use std::time::Duration;
 
 use hermes_core::driver::{JobStore, Settle, UNFINISHED_GROUP_KEPT, async_trait};
 use hermes_core::time::unix_now;
-use hermes_core::tracking::{GroupSpec, GroupState, JobRecord, Settled, Tally};
+use hermes_core::tracking::{
+    GroupSpec, GroupState, JobRecord, RecordPage, RecordRequest, Settled, Tally,
+    parse_record_cursor, record_cursor,
+};
 use hermes_core::{Error, Message, Priority};
 
 use crate::client::Write;
@@ -40,9 +44,10 @@ impl JobStore for Core {
         let json = record.encode()?;
         let keep = millis(keep);
         self.client
-            .command(
-                "SET",
-                &[key.as_bytes(), json.as_bytes(), b"PX", keep.as_bytes()],
+            .eval(
+                Script::RecordPut,
+                &[&key, &self.keys.records],
+                &[json.as_bytes(), keep.as_bytes()],
             )
             .await?;
         Ok(())
@@ -53,6 +58,47 @@ impl JobStore for Core {
         let reply = self.client.command("GET", &[key.as_bytes()]).await?;
         // A record another program wrote wrongly reads as none.
         Ok(reply.into_bytes().and_then(|b| JobRecord::decode(&b)))
+    }
+
+    async fn records(&self, request: &RecordRequest) -> Result<RecordPage, Error> {
+        let (expires, key) = match request.cursor.as_deref() {
+            Some(cursor) => {
+                let (expires, key) = parse_record_cursor(cursor).ok_or_else(|| {
+                    Error::InvalidMessage("not a cursor of Redis's records".to_owned())
+                })?;
+                (expires.to_string(), key)
+            }
+            None => (String::new(), ""),
+        };
+        let reads = request.reads().to_string();
+        let reply = self
+            .client
+            .eval(
+                Script::RecordPage,
+                &[&self.keys.records],
+                &[expires.as_bytes(), key.as_bytes(), reads.as_bytes()],
+            )
+            .await?;
+        let mut items = reply.into_items().into_iter();
+        let mut read = Vec::new();
+        let mut more = false;
+        while let Some(key) = items.next() {
+            let key = String::from_utf8_lossy(&key.into_bytes().unwrap_or_default()).into_owned();
+            let (Some(expires), Some(json)) = (items.next(), items.next()) else {
+                // The key after the last one read: more follow.
+                more = true;
+                break;
+            };
+            let expires = expires
+                .into_bytes()
+                .and_then(|b| String::from_utf8(b).ok())
+                .and_then(|text| text.parse::<f64>().ok())
+                .ok_or_else(|| self.reply_error("reading job records"))?;
+            // A record another program wrote wrongly, or one expired since, is passed over.
+            let record = json.into_bytes().and_then(|b| JobRecord::decode(&b));
+            read.push((record_cursor(expires, &key), record));
+        }
+        Ok(request.page_of(read, more))
     }
 
     async fn open(
@@ -137,6 +183,7 @@ impl JobStore for Core {
                 keep,
             ]);
         }
+        keys.push(self.keys.records.clone());
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let args: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
         let reply = self.client.eval(Script::GroupSettle, &keys, &args).await?;

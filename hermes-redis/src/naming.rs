@@ -32,6 +32,9 @@ pub(crate) struct Keys {
     pub(crate) cancellations: String,
     /// The prefix of the counters' buckets: `<key>_counters:<bucket>`, a hash each.
     pub(crate) counters: String,
+    /// The job records kept: the sorted set of their keys, scored by when each expires (Unix
+    /// milliseconds).
+    pub(crate) records: String,
 }
 
 impl Keys {
@@ -58,6 +61,7 @@ impl Keys {
             cancelled: key(&format!("{}_cancelled", options.key)),
             cancellations: key(&format!("{}_cancellations", options.key)),
             counters: key(&format!("{}_counters", options.key)),
+            records: key(&format!("{}_records", options.key)),
             prefix,
         })
     }
@@ -86,6 +90,7 @@ impl Keys {
             &self.paused,
             &self.cancelled,
             &self.cancellations,
+            &self.records,
         ]
         .contains(&&key);
         if taken || name.ends_with("_dead") || name.ends_with("_dead_letters") {

@@ -50,6 +50,10 @@ pub enum Script {
     GroupJoin,
     /// Settle a member of a group once, storing its job's record.
     GroupSettle,
+    /// Store a job's record and list it among the records kept.
+    RecordPut,
+    /// A page of the records kept, latest expiry first.
+    RecordPage,
     /// Queue a group's message unless it was released already.
     GroupRelease,
     /// Mark a group's message released, or clear the mark, queueing nothing.
@@ -62,7 +66,7 @@ pub enum Script {
 
 impl Script {
     /// Every script.
-    pub const ALL: [Script; 27] = [
+    pub const ALL: [Script; 29] = [
         Script::Claim,
         Script::Schedule,
         Script::Nack,
@@ -86,6 +90,8 @@ impl Script {
         Script::GroupOpen,
         Script::GroupJoin,
         Script::GroupSettle,
+        Script::RecordPut,
+        Script::RecordPage,
         Script::GroupRelease,
         Script::GroupMark,
         Script::GroupClaim,
@@ -118,6 +124,8 @@ impl Script {
             Script::GroupOpen => GROUP_OPEN,
             Script::GroupJoin => GROUP_JOIN,
             Script::GroupSettle => GROUP_SETTLE,
+            Script::RecordPut => RECORD_PUT,
+            Script::RecordPage => RECORD_PAGE,
             Script::GroupRelease => GROUP_RELEASE,
             Script::GroupMark => GROUP_MARK,
             Script::GroupClaim => GROUP_CLAIM,
@@ -747,21 +755,86 @@ redis.call('PEXPIRE', KEYS[2], ARGV[1])
 return added
 ";
 
+/// Lists the record `record` in the sorted set `records`, to expire in `keep` ms (scored by
+/// the negated expiry, so that the latest comes first), drops the expired ones, and keeps the
+/// set as long as its latest record.
+macro_rules! list_record_function {
+    () => {
+        r"
+local function list_record(records, record, keep)
+  local time = redis.call('TIME')
+  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  redis.call('ZADD', records, -(now + tonumber(keep)), record)
+  redis.call('ZREMRANGEBYSCORE', records, '(' .. -now, '+inf')
+  local latest = redis.call('ZRANGE', records, 0, 0, 'WITHSCORES')
+  if latest[2] then redis.call('PEXPIRE', records, math.max(1, -tonumber(latest[2]) - now)) end
+end
+"
+    };
+}
+
+/// KEYS: 1 the record, 2 the records kept. ARGV: 1 the record's JSON, 2 how long to keep it
+/// (ms). Stores the record and lists it.
+const RECORD_PUT: &str = concat!(
+    list_record_function!(),
+    r"
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+list_record(KEYS[2], KEYS[1], ARGV[2])
+return 1
+"
+);
+
+/// KEYS: 1 the records kept. ARGV: 1 the cursor's score ('' for the first page), 2 the
+/// cursor's record key, 3 how many to read. Returns, latest expiry first (then by key), after
+/// the cursor: per record its key, its score and its JSON (false once expired), and one more
+/// key when more follow.
+const RECORD_PAGE: &str = r"
+local n = tonumber(ARGV[3])
+local keys = {}
+local above = '-inf'
+if ARGV[1] ~= '' then
+  above = '(' .. ARGV[1]
+  local ties = redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], ARGV[1])
+  local from = #ties + 1
+  for i = #ties, 1, -1 do
+    if ties[i] == ARGV[2] then from = i + 1; break end
+    if ties[i] > ARGV[2] then from = i end
+  end
+  for i = from, #ties do
+    if #keys <= n then table.insert(keys, ties[i]) end
+  end
+end
+local rest = redis.call('ZRANGEBYSCORE', KEYS[1], above, '+inf', 'LIMIT', 0, n + 1 - #keys)
+for _, key in ipairs(rest) do table.insert(keys, key) end
+local out = {}
+for i, key in ipairs(keys) do
+  if i > n then table.insert(out, key); break end
+  table.insert(out, key)
+  table.insert(out, redis.call('ZSCORE', KEYS[1], key))
+  table.insert(out, redis.call('GET', key))
+end
+return out
+";
+
 /// Settles members of groups, each once. KEYS: per settle, 3 keys: the group's hash, its
-/// members' hash, and the member's job record (the group's hash again when there is none).
-/// ARGV: 1 now, then per settle 5 values: the member, its outcome, '1' when it succeeded, the
-/// record ('' for none), how long to keep it (ms). Stores each record; counts each member
+/// members' hash, and the member's job record (the group's hash again when there is none);
+/// then the records kept. ARGV: 1 now, then per settle 5 values: the member, its outcome, '1'
+/// when it succeeded, the record ('' for none), how long to keep it (ms). Stores and lists each
+/// record; counts each member
 /// once, when it is one and not settled yet, and marks its group finished when none is left,
 /// to expire once kept long enough (an unfinished group expires 30 days after it was opened or
 /// last joined). Returns per settle {total, succeeded, failed, counted}, total -1 without the
 /// group.
-const GROUP_SETTLE: &str = r"
+const GROUP_SETTLE: &str = concat!(
+    list_record_function!(),
+    r"
 local out = {}
-for i = 0, #KEYS / 3 - 1 do
+for i = 0, (#KEYS - 1) / 3 - 1 do
   local group, members, record = KEYS[3 * i + 1], KEYS[3 * i + 2], KEYS[3 * i + 3]
   local member, outcome, succeeded = ARGV[5 * i + 2], ARGV[5 * i + 3], ARGV[5 * i + 4]
   if ARGV[5 * i + 5] ~= '' then
     redis.call('SET', record, ARGV[5 * i + 5], 'PX', ARGV[5 * i + 6])
+    list_record(KEYS[#KEYS], record, ARGV[5 * i + 6])
   end
   if redis.call('EXISTS', group) == 0 then
     table.insert(out, -1); table.insert(out, 0); table.insert(out, 0); table.insert(out, 0)
@@ -784,7 +857,8 @@ for i = 0, #KEYS / 3 - 1 do
   end
 end
 return out
-";
+"
+);
 
 /// KEYS: 1 the group's hash, 2 the message's set, 3 schedule, 4 priority index of the
 /// schedule, 5 (optional) the wake list. ARGV: 1 the release's name, 2 the message, 3 its due

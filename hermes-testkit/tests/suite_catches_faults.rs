@@ -12,7 +12,9 @@ use hermes_core::flow::{Admission, Bound, Cancellation, PauseTarget};
 use hermes_core::inspect::{
     DeadLetter, DeadReason, Figure, Page, PageRequest, QueueState, QueueStats, Replay,
 };
-use hermes_core::tracking::{GroupSpec, GroupState, JobRecord, JobState, Settled, Tally};
+use hermes_core::tracking::{
+    GroupSpec, GroupState, JobRecord, JobState, RecordPage, RecordRequest, Settled, Tally,
+};
 use hermes_core::workers::WorkerInfo;
 use hermes_core::{
     DEFAULT_PRIORITY, DecodeError, Driver, Emitted, Error, JsonSerializer, Message, Priority,
@@ -27,6 +29,8 @@ enum Fault {
     CountersLoseOne,
     /// Each page but the last leaves out its last message.
     PageSkips,
+    /// Each page of job records but the last leaves out its last record.
+    RecordPagesSkip,
     /// Everything goes to the default queue.
     IgnoresPriority,
     /// `ack` keeps the message claimed, so it comes back.
@@ -250,6 +254,13 @@ impl JobStore for Faulty {
     }
     async fn get(&self, id: &str) -> Result<Option<JobRecord>, Error> {
         self.job_store().get(id).await
+    }
+    async fn records(&self, request: &RecordRequest) -> Result<RecordPage, Error> {
+        let mut page = self.job_store().records(request).await?;
+        if self.fault == Fault::RecordPagesSkip && page.next.is_some() {
+            page.records.pop();
+        }
+        Ok(page)
     }
     async fn open(
         &self,
@@ -684,6 +695,11 @@ must_fail!(
     counters_that_lose_counts_fail,
     Fault::CountersLoseOne,
     counters_add_up_across_instances
+);
+must_fail!(
+    record_pages_that_skip_a_record_fail,
+    Fault::RecordPagesSkip,
+    kept_records_are_met_once_by_pages
 );
 must_fail!(
     a_page_that_skips_a_message_fails,

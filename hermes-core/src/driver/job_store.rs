@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::tracking::{GroupSpec, GroupState, JobRecord, Settled, Tally};
+use crate::tracking::{
+    GroupSpec, GroupState, JobRecord, RecordPage, RecordRequest, Settled, Tally,
+};
 use crate::{Error, Message, Priority};
 
 /// One settle of [`JobStore::settle_many`]: the arguments of [`JobStore::settle`].
@@ -106,6 +108,20 @@ pub trait JobStore: Send + Sync {
     /// # Cancellation safety
     /// Cancel safe: it changes nothing.
     async fn get(&self, id: &str) -> Result<Option<JobRecord>, Error>;
+
+    /// The records kept, a page at a time, those that expire last first (under one retention
+    /// window: the last stored first), of the states, priority and type `request` names.
+    /// Reads at most [`RecordRequest::reads`] records for a page, so a page with filters may
+    /// hold fewer than asked (or none) and still name a next one. Walking the pages meets
+    /// every record kept throughout the walk once; a record stored again meanwhile may be met
+    /// again, or not.
+    ///
+    /// # Errors
+    /// Connection errors; [`Error::InvalidMessage`] for a cursor this backend did not give.
+    ///
+    /// # Cancellation safety
+    /// Cancel safe: it changes nothing.
+    async fn records(&self, request: &RecordRequest) -> Result<RecordPage, Error>;
 
     /// Creates the group `spec` with `members` pending; its state is kept for `keep` once its
     /// last member is settled ([`UNFINISHED_GROUP_KEPT`] after its last change until then).

@@ -9,7 +9,9 @@ use super::{
     UniqueEmits, Workers,
 };
 use crate::forward;
-use crate::tracking::{GroupSpec, GroupState, JobRecord, Settled, Tally};
+use crate::tracking::{
+    GroupSpec, GroupState, JobRecord, RecordPage, RecordRequest, Settled, Tally,
+};
 use crate::{Error, Message, Priority};
 
 /// A driver that delivers through `D` and keeps its [limits](crate::flow::Limits), pauses,
@@ -134,6 +136,10 @@ impl<D: Driver> JobStore for BrokerJobs<D> {
 
     async fn get(&self, id: &str) -> Result<Option<JobRecord>, Error> {
         self.store()?.get(id).await
+    }
+
+    async fn records(&self, request: &RecordRequest) -> Result<RecordPage, Error> {
+        self.store()?.records(request).await
     }
 
     async fn open(

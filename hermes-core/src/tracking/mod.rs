@@ -61,6 +61,7 @@
 
 mod batch;
 mod group;
+mod listing;
 mod record;
 mod workflow;
 
@@ -69,6 +70,9 @@ use serde::de::DeserializeOwned;
 
 pub use batch::{Batch, BatchStatus, CallbackState};
 pub use group::{GroupKind, GroupSpec, GroupState, Planned, Settled, StepSpec, Tally};
+pub use listing::{
+    RecordPage, RecordRequest, after_record_cursor, parse_record_cursor, record_cursor,
+};
 pub use record::{JobRecord, JobState, MAX_NOTE_LEN, Progress};
 pub(crate) use workflow::NOT_RUN;
 pub use workflow::{

@@ -81,6 +81,9 @@ pub(crate) struct Sql {
     pub(crate) put_record: String,
     /// `$1` queue, `$2` message id.
     pub(crate) get_record: String,
+    /// `$1` queue, then the cursor: `$2` expiry, `$3` message id; `$4` limit. Latest expiry
+    /// first.
+    pub(crate) list_records: String,
     /// `$1` queue, `$2` group, `$3` spec, `$4` members, `$5` kept finished, `$6` unfinished.
     pub(crate) group_open: String,
     /// `$1` queue, `$2` group, `$3` members, `$4` kept unfinished.
@@ -322,6 +325,12 @@ impl Sql {
             get_record: format!(
                 "SELECT record FROM {s}.job_records \
                  WHERE queue = $1 AND message_id = $2 AND expires_at > {NOW}"
+            ),
+            list_records: format!(
+                "SELECT message_id, record, expires_at FROM {s}.job_records \
+                 WHERE queue = $1 AND expires_at > {NOW} \
+                 AND (expires_at < $2 OR (expires_at = $2 AND message_id < $3)) \
+                 ORDER BY expires_at DESC, message_id DESC LIMIT $4"
             ),
             group_open: format!("SELECT {s}.group_open($1, $2, $3, $4, $5, $6)"),
             group_join: format!("SELECT {s}.group_join($1, $2, $3, $4)"),

@@ -8,7 +8,10 @@ use hermes_core::driver::{
     JobStore, UNFINISHED_GROUP_KEPT, async_trait, claim_mark, claimant_in, mark_in,
 };
 use hermes_core::time::unix_now;
-use hermes_core::tracking::{GroupSpec, GroupState, JobRecord, Settled, Tally};
+use hermes_core::tracking::{
+    GroupSpec, GroupState, JobRecord, RecordPage, RecordRequest, Settled, Tally,
+    after_record_cursor, parse_record_cursor, record_cursor,
+};
 use hermes_core::{Error, Message, Priority};
 use tokio::time::Instant;
 
@@ -20,7 +23,8 @@ const SWEEP_EVERY: u32 = 1024;
 /// Records and groups, with when each expires.
 #[derive(Debug, Default)]
 pub(super) struct Jobs {
-    records: HashMap<String, (JobRecord, Instant)>,
+    /// Per id, the record, when it expires, and when that is in Unix seconds (its order).
+    records: HashMap<String, (JobRecord, Instant, f64)>,
     groups: HashMap<String, Group>,
     writes: u32,
 }
@@ -52,9 +56,18 @@ impl Jobs {
         self.writes = self.writes.wrapping_add(1);
         if self.writes.is_multiple_of(SWEEP_EVERY) {
             let now = Instant::now();
-            self.records.retain(|_, (_, until)| *until > now);
+            self.records.retain(|_, (_, until, _)| *until > now);
             self.groups.retain(|_, group| group.expires > now);
         }
+    }
+
+    fn store(&mut self, record: &JobRecord, keep: Duration) {
+        let expires = unix_now() + keep.as_secs_f64();
+        self.records.insert(
+            record.id.clone(),
+            (record.clone(), Instant::now() + keep, expires),
+        );
+        self.wrote();
     }
 
     fn group(&mut self, id: &str) -> Option<&mut Group> {
@@ -69,11 +82,7 @@ impl Jobs {
 #[async_trait]
 impl JobStore for MemoryDriver {
     async fn put(&self, record: &JobRecord, keep: Duration) -> Result<(), Error> {
-        let mut state = self.lock();
-        let jobs = &mut state.jobs;
-        jobs.records
-            .insert(record.id.clone(), (record.clone(), Instant::now() + keep));
-        jobs.wrote();
+        self.lock().jobs.store(record, keep);
         Ok(())
     }
 
@@ -83,8 +92,37 @@ impl JobStore for MemoryDriver {
             .jobs
             .records
             .get(id)
-            .filter(|(_, until)| *until > Instant::now())
-            .map(|(record, _)| record.clone()))
+            .filter(|(_, until, _)| *until > Instant::now())
+            .map(|(record, _, _)| record.clone()))
+    }
+
+    async fn records(&self, request: &RecordRequest) -> Result<RecordPage, Error> {
+        let cursor = match request.cursor.as_deref() {
+            Some(cursor) => Some(parse_record_cursor(cursor).ok_or_else(|| {
+                Error::InvalidMessage("not a cursor of the memory driver's records".to_owned())
+            })?),
+            None => None,
+        };
+        let state = self.lock();
+        let now = Instant::now();
+        let mut kept: Vec<(f64, &str, &JobRecord)> = state
+            .jobs
+            .records
+            .iter()
+            .filter(|(id, (_, until, expires))| {
+                *until > now && after_record_cursor(cursor, *expires, id)
+            })
+            .map(|(id, (record, _, expires))| (*expires, id.as_str(), record))
+            .collect();
+        kept.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| b.1.cmp(a.1)));
+        let reads = request.reads();
+        let more = kept.len() > reads;
+        let read = kept
+            .into_iter()
+            .take(reads)
+            .map(|(expires, id, record)| (record_cursor(expires, id), Some(record.clone())))
+            .collect();
+        Ok(request.page_of(read, more))
     }
 
     async fn open(
@@ -144,9 +182,7 @@ impl JobStore for MemoryDriver {
         let mut state = self.lock();
         let jobs = &mut state.jobs;
         if let Some((record, keep)) = record {
-            jobs.records
-                .insert(record.id.clone(), (record.clone(), Instant::now() + keep));
-            jobs.wrote();
+            jobs.store(record, keep);
         }
         let Some(found) = jobs.group(group) else {
             return Ok(None);

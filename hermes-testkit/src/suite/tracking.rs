@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use hermes_core::tracking::{
-    Batch, BatchStatus, CallbackState, Chain, JobState, ON_COMPLETE, ON_SUCCESS, Settled, Step,
-    StepState, Workflow, WorkflowState,
+    Batch, BatchStatus, CallbackState, Chain, JobRecord, JobState, ON_COMPLETE, ON_SUCCESS,
+    RecordRequest, Settled, Step, StepState, Workflow, WorkflowState,
 };
 use hermes_core::{
     DEFAULT_PRIORITY, Dispatcher, DispatcherOptions, Driver, Emitter, Error, Job, JobContext,
@@ -818,5 +818,122 @@ pub async fn a_diamond_starts_its_last_step_once_with_both_results<H: Harness>(
         .expect("the workflow");
     assert_eq!(status.state, WorkflowState::Succeeded);
     assert!(status.steps.iter().all(|s| s.state == StepState::Succeeded));
+    Outcome::Passed
+}
+
+/// The records kept, walked a page at a time from the first through each cursor, meet each
+/// record of the queue once (those stored by `put` and by a settle alike), the one kept longest
+/// first, and no more than the limit at a time, filtered by state, priority and type when
+/// asked; a cursor the backend did not give is refused.
+pub async fn kept_records_are_met_once_by_pages<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let emitter = match emitter_or_skip(h, queue).await {
+        Ok(emitter) => emitter,
+        Err(skipped) => return skipped,
+    };
+    let store = emitter.driver().jobs().expect("the jobs facet");
+    let keep = Duration::from_secs(600);
+    let mut stored = Vec::new();
+    for n in 0..23u32 {
+        let state = if n % 4 == 0 {
+            JobState::Dead
+        } else {
+            JobState::Succeeded
+        };
+        let kind = if n % 3 == 0 { "listed.a" } else { "listed.b" };
+        let priority = if n % 5 == 0 { 200 } else { DEFAULT_PRIORITY };
+        let record = JobRecord::new(format!("{queue}-listed-{n}"), kind, priority, state);
+        store.put(&record, keep).await.expect("a record stored");
+        stored.push(record);
+    }
+    let open = emitter.open_batch(Batch::new()).await.expect("a batch");
+    let members = open
+        .add(&[Item { i: 0, fail: false }])
+        .await
+        .expect("a member");
+    let settled = JobRecord::new(
+        &members[0],
+        Item::TYPE,
+        DEFAULT_PRIORITY,
+        JobState::Succeeded,
+    );
+    store
+        .settle(
+            open.id(),
+            &members[0],
+            &Settled::Succeeded { result: None },
+            Some((&settled, keep)),
+        )
+        .await
+        .expect("a settle with its record");
+    stored.push(settled);
+    // Stored last and kept longest: first in every backend's order.
+    let newest = JobRecord::new(
+        format!("{queue}-listed-newest"),
+        "listed.b",
+        DEFAULT_PRIORITY,
+        JobState::Cancelled,
+    );
+    store.put(&newest, keep * 2).await.expect("a record stored");
+    stored.push(newest.clone());
+
+    let walk = |request: RecordRequest| async move {
+        let mut met: Vec<String> = Vec::new();
+        let mut request = request;
+        for _ in 0..200 {
+            let page = store.records(&request).await.expect("a page of records");
+            assert!(
+                page.records.len() <= request.limit,
+                "{} records on a page of {}",
+                page.records.len(),
+                request.limit
+            );
+            met.extend(page.records.iter().map(|r| r.id.clone()));
+            match page.next {
+                Some(next) => request = request.after(next),
+                None => return met,
+            }
+        }
+        panic!("the pages never ended");
+    };
+    let sorted = |mut ids: Vec<String>| {
+        ids.sort();
+        ids
+    };
+    let expected = |pick: &dyn Fn(&JobRecord) -> bool| {
+        sorted(
+            stored
+                .iter()
+                .filter(|r| pick(r))
+                .map(|r| r.id.clone())
+                .collect(),
+        )
+    };
+    let all = walk(RecordRequest::new(5)).await;
+    assert_eq!(all.len(), stored.len(), "each record once: {all:?}");
+    assert_eq!(all[0], newest.id, "the record kept longest first");
+    assert_eq!(
+        sorted(all),
+        expected(&|_| true),
+        "every record of the queue"
+    );
+    let succeeded = walk(RecordRequest::new(4).in_state(JobState::Succeeded)).await;
+    assert_eq!(
+        sorted(succeeded),
+        expected(&|r| r.state == JobState::Succeeded),
+        "only and every succeeded record"
+    );
+    let of_a = walk(RecordRequest::new(3).of_type("listed.a").of_priority(200)).await;
+    assert_eq!(
+        sorted(of_a),
+        expected(&|r| r.message_type == "listed.a" && r.priority == 200),
+        "only and every record of the type and priority"
+    );
+    let refused = store
+        .records(&RecordRequest::new(5).after("no such cursor"))
+        .await;
+    assert!(
+        refused.is_err(),
+        "a cursor the backend did not give is refused: {refused:?}"
+    );
     Outcome::Passed
 }
