@@ -745,6 +745,23 @@ async fn the_other_pages_work(url: &str, driver: Arc<dyn Driver>, backend: &str)
     .await;
     save_screenshot(&browser, &format!("dashboard-batch-{backend}")).await;
 
+    // The queue's succeeded tab: the batch's callback, from its record (a quick success with
+    // nothing to keep, as the rows are, leaves none), opening its job's page.
+    reload_until(
+        &browser,
+        &format!("{address}/queue?state=succeeded&type=report.export"),
+        |t| t.contains(".on-complete"),
+        "the callback in the succeeded tab",
+    )
+    .await;
+    click(&browser, "main a.job").await;
+    wait_for_main(
+        &browser,
+        |t| t.contains("batch or workflow") && t.contains("succeeded"),
+        "a succeeded job's page",
+    )
+    .await;
+
     // The workers page: the worker, and the two calls it runs (the third waits on the limit).
     let workers = driver.workers().unwrap().list().await.unwrap();
     assert_eq!(workers.len(), 1, "{workers:?}");

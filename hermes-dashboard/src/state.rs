@@ -68,6 +68,13 @@ impl State {
         self.driver.browse().ok_or_else(|| self.lacks("peek"))
     }
 
+    /// The job records and groups.
+    pub(crate) fn jobs(&self) -> Result<&dyn hermes_core::driver::JobStore, Error> {
+        self.driver
+            .jobs()
+            .ok_or_else(|| self.lacks("job records (the jobs facet)"))
+    }
+
     /// The dead letters.
     pub(crate) fn dead_letters(&self) -> Result<&dyn DeadLetters, Error> {
         self.driver

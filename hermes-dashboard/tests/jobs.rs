@@ -300,3 +300,71 @@ async fn read_only_lists_jobs_without_actions() {
     assert!(answer.status.is_client_error());
     assert_eq!(waiting_ids(&driver).await, ["w"]);
 }
+
+#[tokio::test]
+async fn jobs_done_are_listed_from_their_records() {
+    use hermes_core::tracking::{JobRecord, JobState};
+    let driver = MemoryDriver::new();
+    let store = driver.jobs().unwrap();
+    let keep = Duration::from_secs(600);
+    for n in 0..60 {
+        let mut record = JobRecord::new(
+            format!("done-{n:02}"),
+            "mail.send",
+            DEFAULT_PRIORITY,
+            JobState::Succeeded,
+        );
+        record.result = Some(json!({ "sent": n }));
+        store.put(&record, keep).await.unwrap();
+    }
+    let mut hostile = JobRecord::new(
+        "done-other",
+        "<b>other</b>",
+        DEFAULT_PRIORITY,
+        JobState::Succeeded,
+    );
+    hostile.result = Some(json!("<script>alert(1)</script>"));
+    store.put(&hostile, keep).await.unwrap();
+    let mut cancelled = JobRecord::new(
+        "stopped",
+        "mail.send",
+        DEFAULT_PRIORITY,
+        JobState::Cancelled,
+    );
+    cancelled.error = Some("cancelled by ops".into());
+    store.put(&cancelled, keep).await.unwrap();
+    let elsewhere = JobRecord::new("done-elsewhere", "mail.send", 200, JobState::Succeeded);
+    store.put(&elsewhere, keep).await.unwrap();
+    let app = app(&driver);
+
+    let queue = get(&app, "/queue").await.body;
+    assert!(
+        queue.contains("state=succeeded") && queue.contains("state=cancelled"),
+        "{queue}"
+    );
+    let first = get(&app, "/queue?state=succeeded").await;
+    assert_eq!(first.status, StatusCode::OK);
+    assert_eq!(rows(&first.body), 50, "a page of records");
+    assert!(!first.body.contains("stopped") && !first.body.contains("done-elsewhere"));
+    let next = href(&first.body, "next").expect("a next page");
+    let second = get(&app, &next).await.body;
+    assert_eq!(rows(&second), 11, "the rest of the queue's succeeded jobs");
+    assert!(href(&second, "next").is_none());
+
+    let other = get(&app, "/queue?state=succeeded&type=%3Cb%3Eother%3C%2Fb%3E")
+        .await
+        .body;
+    assert_eq!(rows(&other), 1, "{other}");
+    assert!(other.contains("&lt;script&gt;") && !other.contains("<script>alert"));
+    assert!(!other.contains("<b>other</b>"));
+
+    let stopped = get(&app, "/queue?state=cancelled").await.body;
+    assert_eq!(rows(&stopped), 1);
+    assert!(stopped.contains("cancelled by ops"));
+    let job = get(&app, "/job?id=stopped").await;
+    assert_eq!(
+        job.status,
+        StatusCode::OK,
+        "a job done opens from its record"
+    );
+}

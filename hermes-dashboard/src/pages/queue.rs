@@ -1,5 +1,7 @@
 //! `queue`: one queue's jobs in one state, a page at a time from the backend, filtered by type;
-//! a search by id; each job's actions for a selection; pausing and resuming the queue.
+//! a search by id; each job's actions for a selection; pausing and resuming the queue. Where
+//! the backend keeps job records, the jobs that succeeded or were cancelled too, from those
+//! records.
 
 use std::sync::Arc;
 
@@ -8,13 +10,14 @@ use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use hermes_core::flow::PauseTarget;
 use hermes_core::inspect::{PageRequest, QueueState, QueueStats};
+use hermes_core::tracking::{JobRecord, JobState, RecordRequest};
 use hermes_core::{DEFAULT_PRIORITY, Message, Priority};
 use serde::Deserialize;
 
 use crate::base::Base;
 use crate::html::{Cell, escape, live_page as live_frame, query_value, table};
 use crate::state::{State, failure};
-use crate::view::{preview, unix_rfc3339};
+use crate::view::{PREVIEW_CHARS, cut, preview, unix_rfc3339};
 
 /// How many jobs a page lists.
 pub(crate) const PAGE_SIZE: usize = 50;
@@ -53,11 +56,43 @@ pub(crate) fn actions_for(state: QueueState) -> &'static [(&'static str, &'stati
     }
 }
 
-/// The link to the queue of `priority` in `state`, of `message_type`, from `cursor`.
+/// The states of the tabs read from the job records, after the queue's own.
+const KEPT_STATES: [JobState; 2] = [JobState::Succeeded, JobState::Cancelled];
+
+/// What a queue page lists: the jobs in one of the queue's states, or the records of jobs
+/// done in one of [`KEPT_STATES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shown {
+    Queue(QueueState),
+    Kept(JobState),
+}
+
+impl Shown {
+    fn parse(text: &str) -> Result<Shown, String> {
+        if let Some(kept) = KEPT_STATES.iter().find(|s| s.as_str() == text) {
+            return Ok(Shown::Kept(*kept));
+        }
+        text.parse::<QueueState>()
+            .map(Shown::Queue)
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl std::fmt::Display for Shown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Shown::Queue(state) => state.fmt(f),
+            Shown::Kept(state) => f.write_str(state.as_str()),
+        }
+    }
+}
+
+/// The link to the queue of `priority` in `state` (a [`QueueState`] or one of
+/// [`KEPT_STATES`]), of `message_type`, from `cursor`.
 pub(crate) fn link(
     base: &Base,
     priority: Priority,
-    state: QueueState,
+    state: impl std::fmt::Display,
     message_type: Option<&str>,
     cursor: Option<&str>,
 ) -> String {
@@ -115,12 +150,7 @@ pub(crate) async fn page(
     base: Base,
     Query(query): Query<QueueQuery>,
 ) -> Response {
-    let shown = match query
-        .state
-        .as_deref()
-        .unwrap_or("waiting")
-        .parse::<QueueState>()
-    {
+    let shown = match Shown::parse(query.state.as_deref().unwrap_or("waiting")) {
         Ok(shown) => shown,
         Err(e) => return failure(&base, StatusCode::BAD_REQUEST, &e),
     };
@@ -136,20 +166,40 @@ pub(crate) async fn page(
             &format!("no queue of priority {}", query.priority),
         );
     };
-    let mut request = PageRequest::new(shown, PAGE_SIZE);
-    if let Some(t) = message_type {
-        request = request.of_type(t);
-    }
-    if let Some(cursor) = &query.cursor {
-        request = request.after(cursor.clone());
-    }
-    let page = match state
-        .call(&base, async {
-            state.browse()?.page(query.priority, &request).await
-        })
-        .await
-    {
-        Ok(page) => page,
+    let listed = match shown {
+        Shown::Queue(queue_state) => {
+            let mut request = PageRequest::new(queue_state, PAGE_SIZE);
+            if let Some(t) = message_type {
+                request = request.of_type(t);
+            }
+            if let Some(cursor) = &query.cursor {
+                request = request.after(cursor.clone());
+            }
+            state
+                .call(&base, async {
+                    state.browse()?.page(query.priority, &request).await
+                })
+                .await
+                .map(|page| (Listed::Messages(page.messages), page.next))
+        }
+        Shown::Kept(kept) => {
+            let mut request = RecordRequest::new(PAGE_SIZE)
+                .in_state(kept)
+                .of_priority(query.priority);
+            if let Some(t) = message_type {
+                request = request.of_type(t);
+            }
+            if let Some(cursor) = &query.cursor {
+                request = request.after(cursor.clone());
+            }
+            state
+                .call(&base, async { state.jobs()?.records(&request).await })
+                .await
+                .map(|page| (Listed::Records(page.records), page.next))
+        }
+    };
+    let (listed, next) = match listed {
+        Ok(listed) => listed,
         Err(failed) => return failed,
     };
     let here = link(
@@ -159,17 +209,22 @@ pub(crate) async fn page(
         message_type,
         query.cursor.as_deref(),
     );
-    let mut body = tabs(&base, queue, shown, message_type);
+    let mut body = tabs(
+        &base,
+        queue,
+        shown,
+        message_type,
+        state.driver.jobs().is_some(),
+    );
     body.push_str(&paused_controls(&state, &base, query.priority, message_type, &here).await);
     body.push_str(&filters(&base, query.priority, shown, message_type));
-    body.push_str(&jobs_table(
-        &state,
-        &base,
-        query.priority,
-        shown,
-        &page.messages,
-        &here,
-    ));
+    body.push_str(&match (&listed, shown) {
+        (Listed::Messages(messages), Shown::Queue(queue_state)) => {
+            jobs_table(&state, &base, query.priority, queue_state, messages, &here)
+        }
+        (Listed::Records(records), _) => records_table(&base, query.priority, records),
+        _ => String::new(),
+    });
     let mut pager = Vec::new();
     if query.cursor.is_some() {
         pager.push(format!(
@@ -177,7 +232,7 @@ pub(crate) async fn page(
             escape(&link(&base, query.priority, shown, message_type, None))
         ));
     }
-    if let Some(next) = &page.next {
+    if let Some(next) = &next {
         pager.push(format!(
             "<a class=\"next\" href=\"{}\">Next page</a>",
             escape(&link(
@@ -195,23 +250,99 @@ pub(crate) async fn page(
     Html(live_frame(&base, &format!("Queue {}", queue.name), &body)).into_response()
 }
 
-/// A tab per state, with its count.
-fn tabs(base: &Base, queue: &QueueStats, shown: QueueState, message_type: Option<&str>) -> String {
+/// What a page lists.
+enum Listed {
+    Messages(Vec<Message>),
+    Records(Vec<JobRecord>),
+}
+
+/// A tab per state, with its count; then, where the backend keeps job records, one per state
+/// of [`KEPT_STATES`] (uncounted: records are read a page at a time).
+fn tabs(
+    base: &Base,
+    queue: &QueueStats,
+    shown: Shown,
+    message_type: Option<&str>,
+    kept: bool,
+) -> String {
     let mut html = String::from("<p class=\"tabs\">");
-    for state in QueueState::ALL {
-        let current = if state == shown {
+    let current = |this: Shown| {
+        if this == shown {
             " aria-current=\"page\""
         } else {
             ""
-        };
+        }
+    };
+    for state in QueueState::ALL {
         html.push_str(&format!(
-            "<a href=\"{}\"{current}>{state} <span class=\"count\">{}</span></a>",
+            "<a href=\"{}\"{}>{state} <span class=\"count\">{}</span></a>",
             escape(&link(base, queue.priority, state, message_type, None)),
+            current(Shown::Queue(state)),
             queue.count(state)
         ));
     }
+    if kept {
+        for state in KEPT_STATES {
+            html.push_str(&format!(
+                "<a href=\"{}\"{}>{}</a>",
+                escape(&link(
+                    base,
+                    queue.priority,
+                    state.as_str(),
+                    message_type,
+                    None
+                )),
+                current(Shown::Kept(state)),
+                state.as_str()
+            ));
+        }
+    }
     html.push_str("</p>");
     html
+}
+
+/// The records of a page of jobs done: each links to its job's page.
+fn records_table(base: &Base, priority: Priority, records: &[JobRecord]) -> String {
+    if records.is_empty() {
+        return "<p class=\"empty\">No jobs here (records are kept for a while only).</p>"
+            .to_owned();
+    }
+    let rows: Vec<Vec<Cell>> = records
+        .iter()
+        .map(|r| {
+            let outcome = match (&r.result, &r.error) {
+                (Some(result), _) => result.to_string(),
+                (None, Some(error)) => error.clone(),
+                (None, None) => String::new(),
+            };
+            vec![
+                Cell::Html(format!(
+                    "<a class=\"job\" href=\"{}\">{}</a>",
+                    escape(&job_link(base, priority, &r.id)),
+                    escape(&r.id)
+                )),
+                Cell::Text(r.message_type.clone()),
+                Cell::Text(unix_rfc3339(r.finished.unwrap_or(r.updated))),
+                Cell::Text(r.retries.to_string()),
+                Cell::Text(r.worker.clone().unwrap_or_default()),
+                Cell::Html(format!(
+                    "<code>{}</code>",
+                    escape(&cut(&outcome, PREVIEW_CHARS))
+                )),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "id",
+            "type",
+            "finished",
+            "retries",
+            "worker",
+            "result or reason",
+        ],
+        &rows,
+    )
 }
 
 /// The pause or resume buttons of the queue and, when the page shows one type, of that type,
@@ -269,12 +400,7 @@ async fn paused_controls(
 }
 
 /// The type filter and the search by id.
-fn filters(
-    base: &Base,
-    priority: Priority,
-    shown: QueueState,
-    message_type: Option<&str>,
-) -> String {
+fn filters(base: &Base, priority: Priority, shown: Shown, message_type: Option<&str>) -> String {
     format!(
         "<div class=\"filters\"><form method=\"get\" action=\"{queue}\">\
          <input type=\"hidden\" name=\"priority\" value=\"{priority}\">\
