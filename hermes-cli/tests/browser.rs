@@ -715,6 +715,17 @@ async fn the_other_pages_work(url: &str, driver: Arc<dyn Driver>, backend: &str)
     browser.goto(&format!("{address}/")).await.unwrap();
     set_live(&browser, false).await;
 
+    // The batches: this one in the list, opening its page.
+    reload_until(
+        &browser,
+        &format!("{address}/groups"),
+        |t| t.contains(&batch) && t.contains("rows import"),
+        "the batch in the list",
+    )
+    .await;
+    click(&browser, "main a.group").await;
+    wait_for_main(&browser, |t| t.contains("on complete"), "the batch's page").await;
+
     // A batch: its three rows and its callback ran.
     let batch_page = format!("{address}/groups?id={batch}");
     reload_until(

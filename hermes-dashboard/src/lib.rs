@@ -1,8 +1,8 @@
 //! The Hermes dashboard as an [axum] [`Router`](axum::Router): every queue's figures and jobs
 //! by state (a page at a time from the backend, filtered and searched, each job's page, and
 //! actions on a selection), the dead letters, the live workers and what they run, the history
-//! per minute and per hour with each queue's latency, the job types' figures, batches and
-//! workflows, the cron entries (run now), the limits' use, and Prometheus text at `metrics`.
+//! per minute and per hour with each queue's latency, the job types' figures, the batches and
+//! workflows with their progress, the cron entries (run now), the limits' use, and Prometheus text at `metrics`.
 //! Mount it in your own application, under your own path and behind your own login, or run it
 //! alone with `hermes dashboard`.
 //!

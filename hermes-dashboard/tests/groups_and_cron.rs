@@ -69,3 +69,42 @@ async fn the_cron_page_lists_what_the_schedulers_announce() {
         assert!(page.contains(shown), "{shown}: {page}");
     }
 }
+
+#[tokio::test]
+async fn the_batches_are_listed_the_last_first_a_page_at_a_time() {
+    let driver = MemoryDriver::new();
+    let shared: Arc<dyn Driver> = Arc::new(driver.clone());
+    let app = Dashboard::new(shared.clone()).router();
+    let emitter = Emitter::from_arc(shared);
+    let mut ids = Vec::new();
+    for n in 0..30 {
+        let open = emitter
+            .open_batch(Batch::new().description(format!("<i>import {n}</i>")))
+            .await
+            .unwrap();
+        open.add(&[Row { n }, Row { n: n + 100 }]).await.unwrap();
+        ids.push(open.id().to_owned());
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    let first = get(&app, "/groups").await;
+    assert_eq!(first.status, StatusCode::OK);
+    assert_eq!(first.body.matches("class=\"group\"").count(), 25);
+    let newest = first.body.find(&ids[29]).expect("the last batch listed");
+    let older = first.body.find(&ids[20]).expect("an older batch listed");
+    assert!(newest < older, "the last created first");
+    assert!(first.body.contains("</progress> 0 of "), "{}", first.body);
+    assert!(first.body.contains("&lt;i&gt;import 29"));
+    assert!(
+        !first.body.contains("<i>import"),
+        "descriptions are escaped"
+    );
+    let at = first
+        .body
+        .find("class=\"next\" href=\"")
+        .expect("a next page")
+        + 19;
+    let next = first.body[at..first.body[at..].find('"').unwrap() + at].replace("&amp;", "&");
+    let second = get(&app, &next).await;
+    assert_eq!(second.body.matches("class=\"group\"").count(), 5);
+    assert!(second.body.contains(&ids[0]) && !second.body.contains(&ids[29]));
+}

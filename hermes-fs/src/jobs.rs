@@ -17,8 +17,8 @@ use hermes_core::driver::{
 };
 use hermes_core::time::unix_now;
 use hermes_core::tracking::{
-    GroupSpec, GroupState, JobRecord, RecordPage, RecordRequest, Settled, Tally,
-    after_record_cursor, parse_record_cursor, record_cursor,
+    GroupPage, GroupRequest, GroupSpec, GroupState, JobRecord, RecordPage, RecordRequest, Settled,
+    Tally, after_listing_cursor, listing_cursor, parse_listing_cursor,
 };
 use hermes_core::{Error, Message, Priority};
 use serde::{Deserialize, Serialize};
@@ -240,7 +240,7 @@ impl JobStore for Core {
     /// they expire), then by file name.
     async fn records(&self, request: &RecordRequest) -> Result<RecordPage, Error> {
         let cursor = match request.cursor.as_deref() {
-            Some(cursor) => Some(parse_record_cursor(cursor).ok_or_else(|| {
+            Some(cursor) => Some(parse_listing_cursor(cursor).ok_or_else(|| {
                 Error::InvalidMessage("not a cursor of the filesystem's records".to_owned())
             })?),
             None => None,
@@ -268,7 +268,7 @@ impl JobStore for Core {
                 continue;
             };
             let written = written.as_secs_f64();
-            if after_record_cursor(cursor, written, &name) {
+            if after_listing_cursor(cursor, written, &name) {
                 files.push((written, name));
             }
         }
@@ -282,7 +282,7 @@ impl JobStore for Core {
                 .and_then(|bytes| serde_json::from_slice::<RecordFile>(&bytes).ok())
                 .filter(|file| file.expires > now)
                 .map(|file| file.record);
-            read_records.push((record_cursor(written, &name), record));
+            read_records.push((listing_cursor(written, &name), record));
         }
         Ok(request.page_of(read_records, more))
     }
@@ -443,6 +443,34 @@ impl JobStore for Core {
                 found.finished,
             )
         }))
+    }
+
+    /// Reads every group's `group.json` (groups are few beside jobs).
+    async fn groups(&self, request: &GroupRequest) -> Result<GroupPage, Error> {
+        let dir = self.jobs_folder().join("groups");
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                return GroupPage::of_all(Vec::new(), request);
+            }
+            Err(e) => return Err(io_error("list", &dir, e)),
+        };
+        let now = unix_now();
+        let mut kept = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| io_error("list", &dir, e))?;
+            // A group written wrongly, or removed since the listing, is left out.
+            if let Ok(Some(found)) = Self::read_group(&entry.path(), now) {
+                let tally = found.tally();
+                kept.push(GroupState::new(
+                    found.spec,
+                    tally,
+                    found.released,
+                    found.finished,
+                ));
+            }
+        }
+        GroupPage::of_all(kept, request)
     }
 
     async fn outcomes(

@@ -8,12 +8,32 @@ use std::time::Duration;
 
 use hermes_core::driver::{JobStore, UNFINISHED_GROUP_KEPT, async_trait, claim_mark, claimant_in};
 use hermes_core::tracking::{
-    GroupSpec, GroupState, JobRecord, RecordPage, RecordRequest, Settled, Tally,
-    parse_record_cursor, record_cursor,
+    GroupPage, GroupRequest, GroupSpec, GroupState, JobRecord, RecordPage, RecordRequest, Settled,
+    Tally, listing_cursor, parse_listing_cursor,
 };
 use hermes_core::{DEFAULT_PRIORITY, Error, Message, Priority};
 
 use crate::core::Core;
+
+/// The group of a row of `spec, total, succeeded, failed, released, finished`.
+fn group_of(row: &tokio_postgres::Row, group: &str) -> Result<GroupState, Error> {
+    let Some(spec) = GroupSpec::decode(row.get::<_, &str>(0).as_bytes()) else {
+        return Err(Error::Driver {
+            driver: crate::NAME,
+            message: format!("group {group} has a spec that cannot be read"),
+            temporary: false,
+            source: None,
+        });
+    };
+    let mut released: Vec<String> = row.get(4);
+    released.sort();
+    Ok(GroupState::new(
+        spec,
+        Tally::new(count(row.get(1)), count(row.get(2)), count(row.get(3))),
+        released,
+        row.get(5),
+    ))
+}
 
 /// A count read from the database (never negative there).
 fn count(n: i64) -> u64 {
@@ -58,7 +78,7 @@ impl JobStore for Core {
     async fn records(&self, request: &RecordRequest) -> Result<RecordPage, Error> {
         let scope = self.tracking_scope()?;
         let (expires, id) = match request.cursor.as_deref() {
-            Some(cursor) => parse_record_cursor(cursor).ok_or_else(|| {
+            Some(cursor) => parse_listing_cursor(cursor).ok_or_else(|| {
                 Error::InvalidMessage("not a cursor of PostgreSQL's records".to_owned())
             })?,
             None => (f64::INFINITY, ""),
@@ -83,7 +103,7 @@ impl JobStore for Core {
                 let expires: f64 = row.get(2);
                 // A record another program wrote wrongly is passed over.
                 (
-                    record_cursor(expires, id),
+                    listing_cursor(expires, id),
                     JobRecord::decode(record.as_bytes()),
                 )
             })
@@ -255,25 +275,42 @@ impl JobStore for Core {
                 client.query_opt(&statement, &[&scope, &group]).await
             })
             .await?;
-        let Some(row) = row else {
-            return Ok(None);
+        row.map(|row| group_of(&row, group)).transpose()
+    }
+
+    async fn groups(&self, request: &GroupRequest) -> Result<GroupPage, Error> {
+        let scope = self.tracking_scope()?;
+        let (created, id) = match request.cursor.as_deref() {
+            Some(cursor) => parse_listing_cursor(cursor).ok_or_else(|| {
+                Error::InvalidMessage("not a cursor of PostgreSQL's groups".to_owned())
+            })?,
+            None => (f64::INFINITY, ""),
         };
-        let Some(spec) = GroupSpec::decode(row.get::<_, &str>(0).as_bytes()) else {
-            return Err(Error::Driver {
-                driver: crate::NAME,
-                message: format!("group {group} has a spec that cannot be read"),
-                temporary: false,
-                source: None,
-            });
-        };
-        let mut released: Vec<String> = row.get(4);
-        released.sort();
-        Ok(Some(GroupState::new(
-            spec,
-            Tally::new(count(row.get(1)), count(row.get(2)), count(row.get(3))),
-            released,
-            row.get(5),
-        )))
+        let limit = request.limit.max(1);
+        let asked = i64::try_from(limit + 1).unwrap_or(i64::MAX);
+        let rows = self
+            .on_connection("reading groups", |client| async move {
+                let statement = client.prepare_cached(&self.sql.list_groups).await?;
+                client
+                    .query(&statement, &[&scope, &created, &id, &asked])
+                    .await
+            })
+            .await?;
+        let more = rows.len() > limit;
+        let mut groups = Vec::with_capacity(limit.min(rows.len()));
+        let mut next = None;
+        for row in rows.iter().take(limit) {
+            let id: &str = row.get(6);
+            let created: f64 = row.get(7);
+            if more {
+                next = Some(listing_cursor(created, id));
+            }
+            // A group whose spec another program wrote wrongly is passed over.
+            if let Ok(group) = group_of(row, id) {
+                groups.push(group);
+            }
+        }
+        Ok(GroupPage::new(groups, next))
     }
 
     async fn outcomes(

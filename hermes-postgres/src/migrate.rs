@@ -10,11 +10,12 @@ use crate::naming::quoted;
 
 /// The migrations, in order: the version each brings the schema to, and its SQL, in which
 /// `{schema}` stands for the quoted schema name.
-const MIGRATIONS: [(i32, &str); 4] = [
+const MIGRATIONS: [(i32, &str); 5] = [
     (1, include_str!("migrations/0001_jobs.sql")),
     (2, include_str!("migrations/0002_flow.sql")),
     (3, include_str!("migrations/0003_tracking.sql")),
     (4, include_str!("migrations/0004_counters.sql")),
+    (5, include_str!("migrations/0005_listing.sql")),
 ];
 
 /// The schema version this code reads and writes.

@@ -2,7 +2,8 @@
 //! `<default set>_job:<id>` (its JSON, expiring with its retention); a group is the hash
 //! `<default set>_group:<id>` (its spec, counts, release marks) beside the hash
 //! `<default set>_group:<id>:members` (member → its outcome, empty while pending); the sorted set
-//! `<key>_records` lists the records' keys by when each expires (negated, latest first). Settling and
+//! `<key>_records` lists the records' keys by when each expires, and `<key>_groups` the groups'
+//! hashes by when each was created (both negated: the latest first). Settling and
 //! releasing are scripts, so each is one atomic step.
 
 use std::time::Duration;
@@ -10,8 +11,8 @@ use std::time::Duration;
 use hermes_core::driver::{JobStore, Settle, UNFINISHED_GROUP_KEPT, async_trait};
 use hermes_core::time::unix_now;
 use hermes_core::tracking::{
-    GroupSpec, GroupState, JobRecord, RecordPage, RecordRequest, Settled, Tally,
-    parse_record_cursor, record_cursor,
+    GroupPage, GroupRequest, GroupSpec, GroupState, JobRecord, RecordPage, RecordRequest, Settled,
+    Tally, listing_cursor, parse_listing_cursor,
 };
 use hermes_core::{Error, Message, Priority};
 
@@ -63,7 +64,7 @@ impl JobStore for Core {
     async fn records(&self, request: &RecordRequest) -> Result<RecordPage, Error> {
         let (expires, key) = match request.cursor.as_deref() {
             Some(cursor) => {
-                let (expires, key) = parse_record_cursor(cursor).ok_or_else(|| {
+                let (expires, key) = parse_listing_cursor(cursor).ok_or_else(|| {
                     Error::InvalidMessage("not a cursor of Redis's records".to_owned())
                 })?;
                 (expires.to_string(), key)
@@ -96,7 +97,7 @@ impl JobStore for Core {
                 .ok_or_else(|| self.reply_error("reading job records"))?;
             // A record another program wrote wrongly, or one expired since, is passed over.
             let record = json.into_bytes().and_then(|b| JobRecord::decode(&b));
-            read.push((record_cursor(expires, &key), record));
+            read.push((listing_cursor(expires, &key), record));
         }
         Ok(request.page_of(read, more))
     }
@@ -108,13 +109,23 @@ impl JobStore for Core {
         keep: Duration,
     ) -> Result<(), Error> {
         let (group, member_key) = self.group_keys(&spec.id);
+        let created = ((spec.created * 1000.0) as i64).to_string();
         let spec = spec.encode()?;
         let keep = millis(keep);
         let unfinished = millis(UNFINISHED_GROUP_KEPT);
-        let mut args: Vec<&[u8]> = vec![spec.as_bytes(), keep.as_bytes(), unfinished.as_bytes()];
+        let mut args: Vec<&[u8]> = vec![
+            spec.as_bytes(),
+            keep.as_bytes(),
+            unfinished.as_bytes(),
+            created.as_bytes(),
+        ];
         args.extend(members.iter().map(|m| m.as_bytes()));
         self.client
-            .eval(Script::GroupOpen, &[&group, &member_key], &args)
+            .eval(
+                Script::GroupOpen,
+                &[&group, &member_key, &self.keys.groups],
+                &args,
+            )
             .await?;
         Ok(())
     }
@@ -268,6 +279,62 @@ impl JobStore for Core {
             )
             .await?;
         Ok(reply.as_int() == Some(1))
+    }
+
+    /// Ties (groups created in the same millisecond) come in the order of their keys.
+    async fn groups(&self, request: &GroupRequest) -> Result<GroupPage, Error> {
+        let (score, key) = match request.cursor.as_deref() {
+            Some(cursor) => {
+                let (score, key) = parse_listing_cursor(cursor).ok_or_else(|| {
+                    Error::InvalidMessage("not a cursor of Redis's groups".to_owned())
+                })?;
+                (score.to_string(), key)
+            }
+            None => (String::new(), ""),
+        };
+        let limit = request.limit.max(1);
+        let asked = limit.to_string();
+        let reply = self
+            .client
+            .eval(
+                Script::GroupPage,
+                &[&self.keys.groups],
+                &[score.as_bytes(), key.as_bytes(), asked.as_bytes()],
+            )
+            .await?;
+        let prefix = self.group_keys("").0;
+        let mut items = reply.into_items().into_iter();
+        let mut groups = Vec::new();
+        let mut last = None;
+        let mut more = false;
+        while let Some(key) = items.next() {
+            let key = String::from_utf8_lossy(&key.into_bytes().unwrap_or_default()).into_owned();
+            let Some(score) = items.next() else {
+                more = true;
+                break;
+            };
+            let score = score
+                .into_bytes()
+                .and_then(|b| String::from_utf8(b).ok())
+                .and_then(|text| text.parse::<f64>().ok())
+                .ok_or_else(|| self.reply_error("reading groups"))?;
+            last = Some(listing_cursor(score, &key));
+            let Some(id) = key.strip_prefix(&prefix) else {
+                continue;
+            };
+            match self.group(id).await {
+                Ok(Some(found)) => groups.push(found),
+                // Expired: no longer listed.
+                Ok(None) => {
+                    self.client
+                        .command("ZREM", &[self.keys.groups.as_bytes(), key.as_bytes()])
+                        .await?;
+                }
+                // A group whose spec another program wrote wrongly is passed over.
+                Err(_) => {}
+            }
+        }
+        Ok(GroupPage::new(groups, last.filter(|_| more)))
     }
 
     async fn group(&self, group: &str) -> Result<Option<GroupState>, Error> {

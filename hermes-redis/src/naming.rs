@@ -35,6 +35,9 @@ pub(crate) struct Keys {
     /// The job records kept: the sorted set of their keys, scored by when each expires (Unix
     /// milliseconds).
     pub(crate) records: String,
+    /// The groups kept: the sorted set of their hashes' keys, scored by when each was created
+    /// (negated Unix milliseconds).
+    pub(crate) groups: String,
 }
 
 impl Keys {
@@ -62,6 +65,7 @@ impl Keys {
             cancellations: key(&format!("{}_cancellations", options.key)),
             counters: key(&format!("{}_counters", options.key)),
             records: key(&format!("{}_records", options.key)),
+            groups: key(&format!("{}_groups", options.key)),
             prefix,
         })
     }
@@ -91,6 +95,7 @@ impl Keys {
             &self.cancelled,
             &self.cancellations,
             &self.records,
+            &self.groups,
         ]
         .contains(&&key);
         if taken || name.ends_with("_dead") || name.ends_with("_dead_letters") {

@@ -54,6 +54,8 @@ pub enum Script {
     RecordPut,
     /// A page of the records kept, latest expiry first.
     RecordPage,
+    /// A page of the groups kept, the last created first.
+    GroupPage,
     /// Queue a group's message unless it was released already.
     GroupRelease,
     /// Mark a group's message released, or clear the mark, queueing nothing.
@@ -66,7 +68,7 @@ pub enum Script {
 
 impl Script {
     /// Every script.
-    pub const ALL: [Script; 29] = [
+    pub const ALL: [Script; 30] = [
         Script::Claim,
         Script::Schedule,
         Script::Nack,
@@ -92,6 +94,7 @@ impl Script {
         Script::GroupSettle,
         Script::RecordPut,
         Script::RecordPage,
+        Script::GroupPage,
         Script::GroupRelease,
         Script::GroupMark,
         Script::GroupClaim,
@@ -126,6 +129,7 @@ impl Script {
             Script::GroupSettle => GROUP_SETTLE,
             Script::RecordPut => RECORD_PUT,
             Script::RecordPage => RECORD_PAGE,
+            Script::GroupPage => GROUP_PAGE,
             Script::GroupRelease => GROUP_RELEASE,
             Script::GroupMark => GROUP_MARK,
             Script::GroupClaim => GROUP_CLAIM,
@@ -724,18 +728,24 @@ if left < tonumber(ARGV[1]) then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 return 1
 ";
 
-/// KEYS: 1 the group's hash, 2 its members' hash. ARGV: 1 the spec, 2 how long to keep it
-/// once finished (ms), 3 how long to keep it unfinished (ms), 4.. the members. Creates the
-/// group unless it exists; returns 1 when it did.
+/// KEYS: 1 the group's hash, 2 its members' hash, 3 the groups kept. ARGV: 1 the spec, 2 how
+/// long to keep it once finished (ms), 3 how long to keep it unfinished (ms), 4 when it was
+/// created (Unix ms), 5.. the members. Creates the group unless it exists, and lists it
+/// (scored by its negated creation time, so that the last comes first; entries of groups
+/// created longer ago than both keeps are dropped); returns 1 when it did.
 const GROUP_OPEN: &str = r"
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 local total = 0
-for i = 4, #ARGV do
+for i = 5, #ARGV do
   total = total + redis.call('HSETNX', KEYS[2], ARGV[i], '')
 end
 redis.call('HSET', KEYS[1], 'spec', ARGV[1], 'total', total, 'succeeded', 0, 'failed', 0, 'keep', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 if total > 0 then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
+local kept = tonumber(ARGV[2]) + tonumber(ARGV[3])
+redis.call('ZADD', KEYS[3], -tonumber(ARGV[4]), KEYS[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '(' .. (kept - tonumber(ARGV[4])), '+inf')
+if redis.call('PTTL', KEYS[3]) < kept then redis.call('PEXPIRE', KEYS[3], kept) end
 return 1
 ";
 
@@ -784,37 +794,70 @@ return 1
 "
 );
 
+/// The keys of a sorted set `index` after the cursor `score`, `key` (`score` '' for the first
+/// page), in its order (by score, then by key), `n + 1` at most (the last one there when more
+/// follow).
+macro_rules! index_page_function {
+    () => {
+        r"
+local function index_page(index, score, key, n)
+  local keys = {}
+  local above = '-inf'
+  if score ~= '' then
+    above = '(' .. score
+    local ties = redis.call('ZRANGEBYSCORE', index, score, score)
+    local from = #ties + 1
+    for i = #ties, 1, -1 do
+      if ties[i] == key then from = i + 1; break end
+      if ties[i] > key then from = i end
+    end
+    for i = from, #ties do
+      if #keys <= n then table.insert(keys, ties[i]) end
+    end
+  end
+  local rest = redis.call('ZRANGEBYSCORE', index, above, '+inf', 'LIMIT', 0, n + 1 - #keys)
+  for _, k in ipairs(rest) do table.insert(keys, k) end
+  return keys
+end
+"
+    };
+}
+
 /// KEYS: 1 the records kept. ARGV: 1 the cursor's score ('' for the first page), 2 the
 /// cursor's record key, 3 how many to read. Returns, latest expiry first (then by key), after
 /// the cursor: per record its key, its score and its JSON (false once expired), and one more
 /// key when more follow.
-const RECORD_PAGE: &str = r"
+const RECORD_PAGE: &str = concat!(
+    index_page_function!(),
+    r"
 local n = tonumber(ARGV[3])
-local keys = {}
-local above = '-inf'
-if ARGV[1] ~= '' then
-  above = '(' .. ARGV[1]
-  local ties = redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], ARGV[1])
-  local from = #ties + 1
-  for i = #ties, 1, -1 do
-    if ties[i] == ARGV[2] then from = i + 1; break end
-    if ties[i] > ARGV[2] then from = i end
-  end
-  for i = from, #ties do
-    if #keys <= n then table.insert(keys, ties[i]) end
-  end
-end
-local rest = redis.call('ZRANGEBYSCORE', KEYS[1], above, '+inf', 'LIMIT', 0, n + 1 - #keys)
-for _, key in ipairs(rest) do table.insert(keys, key) end
 local out = {}
-for i, key in ipairs(keys) do
+for i, key in ipairs(index_page(KEYS[1], ARGV[1], ARGV[2], n)) do
   if i > n then table.insert(out, key); break end
   table.insert(out, key)
   table.insert(out, redis.call('ZSCORE', KEYS[1], key))
   table.insert(out, redis.call('GET', key))
 end
 return out
-";
+"
+);
+
+/// KEYS: 1 the groups kept. ARGV: 1 the cursor's score ('' for the first page), 2 the
+/// cursor's group key, 3 how many to read. Returns, the last created first, after the cursor:
+/// per group its hash's key and its score, and one more key when more follow.
+const GROUP_PAGE: &str = concat!(
+    index_page_function!(),
+    r"
+local n = tonumber(ARGV[3])
+local out = {}
+for i, key in ipairs(index_page(KEYS[1], ARGV[1], ARGV[2], n)) do
+  table.insert(out, key)
+  if i > n then break end
+  table.insert(out, redis.call('ZSCORE', KEYS[1], key))
+end
+return out
+"
+);
 
 /// Settles members of groups, each once. KEYS: per settle, 3 keys: the group's hash, its
 /// members' hash, and the member's job record (the group's hash again when there is none);

@@ -13,7 +13,8 @@ use hermes_core::inspect::{
     DeadLetter, DeadReason, Figure, Page, PageRequest, QueueState, QueueStats, Replay,
 };
 use hermes_core::tracking::{
-    GroupSpec, GroupState, JobRecord, JobState, RecordPage, RecordRequest, Settled, Tally,
+    GroupPage, GroupRequest, GroupSpec, GroupState, JobRecord, JobState, RecordPage, RecordRequest,
+    Settled, Tally,
 };
 use hermes_core::workers::WorkerInfo;
 use hermes_core::{
@@ -31,6 +32,8 @@ enum Fault {
     PageSkips,
     /// Each page of job records but the last leaves out its last record.
     RecordPagesSkip,
+    /// Each page of groups but the last leaves out its last group.
+    GroupPagesSkip,
     /// Everything goes to the default queue.
     IgnoresPriority,
     /// `ack` keeps the message claimed, so it comes back.
@@ -254,6 +257,13 @@ impl JobStore for Faulty {
     }
     async fn get(&self, id: &str) -> Result<Option<JobRecord>, Error> {
         self.job_store().get(id).await
+    }
+    async fn groups(&self, request: &GroupRequest) -> Result<GroupPage, Error> {
+        let mut page = self.job_store().groups(request).await?;
+        if self.fault == Fault::GroupPagesSkip && page.next.is_some() {
+            page.groups.pop();
+        }
+        Ok(page)
     }
     async fn records(&self, request: &RecordRequest) -> Result<RecordPage, Error> {
         let mut page = self.job_store().records(request).await?;
@@ -695,6 +705,11 @@ must_fail!(
     counters_that_lose_counts_fail,
     Fault::CountersLoseOne,
     counters_add_up_across_instances
+);
+must_fail!(
+    group_pages_that_skip_a_group_fail,
+    Fault::GroupPagesSkip,
+    kept_groups_are_met_once_by_pages
 );
 must_fail!(
     record_pages_that_skip_a_record_fail,

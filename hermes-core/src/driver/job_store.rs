@@ -5,7 +5,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::tracking::{
-    GroupSpec, GroupState, JobRecord, RecordPage, RecordRequest, Settled, Tally,
+    GroupPage, GroupRequest, GroupSpec, GroupState, JobRecord, RecordPage, RecordRequest, Settled,
+    Tally,
 };
 use crate::{Error, Message, Priority};
 
@@ -244,6 +245,17 @@ pub trait JobStore: Send + Sync {
     /// # Cancellation safety
     /// Cancel safe: it changes nothing.
     async fn group(&self, group: &str) -> Result<Option<GroupState>, Error>;
+
+    /// The batches and workflows kept, a page at a time, the last created first (then by id,
+    /// last first). Walking the pages meets every group kept throughout the walk once.
+    ///
+    /// # Errors
+    /// Connection errors; [`Error::InvalidMessage`] for a cursor this backend did not give.
+    ///
+    /// # Cancellation safety
+    /// Cancel safe: it changes nothing a reader sees (a backend may drop what it lists of
+    /// groups that expired).
+    async fn groups(&self, request: &GroupRequest) -> Result<GroupPage, Error>;
 
     /// The outcomes of the members `members` of `group`, in that order: `None` for one not
     /// settled (or not a member).

@@ -10,7 +10,8 @@ use super::{
 };
 use crate::forward;
 use crate::tracking::{
-    GroupSpec, GroupState, JobRecord, RecordPage, RecordRequest, Settled, Tally,
+    GroupPage, GroupRequest, GroupSpec, GroupState, JobRecord, RecordPage, RecordRequest, Settled,
+    Tally,
 };
 use crate::{Error, Message, Priority};
 
@@ -203,6 +204,10 @@ impl<D: Driver> JobStore for BrokerJobs<D> {
 
     async fn group(&self, group: &str) -> Result<Option<GroupState>, Error> {
         self.store()?.group(group).await
+    }
+
+    async fn groups(&self, request: &GroupRequest) -> Result<GroupPage, Error> {
+        self.store()?.groups(request).await
     }
 
     async fn outcomes(

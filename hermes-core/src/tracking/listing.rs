@@ -1,7 +1,7 @@
 //! Reading the kept job records a page at a time: what
 //! [`JobStore::records`](crate::driver::JobStore::records) is asked for and answers.
 
-use super::{JobRecord, JobState};
+use super::{GroupState, JobRecord, JobState};
 use crate::Priority;
 use crate::paging::FILTER_READS;
 
@@ -137,26 +137,108 @@ impl RecordPage {
     }
 }
 
-/// The cursor after a record that expires at `expires` (Unix seconds) under `key` (its id,
-/// or the name a backend keeps it under): for backends that order records by when they
-/// expire, latest first, then by key, last first.
-pub fn record_cursor(expires: f64, key: &str) -> String {
-    format!("{expires}/{key}")
+/// Which batches and workflows [`JobStore::groups`](crate::driver::JobStore::groups) reads:
+/// up to `limit` of them, from where an earlier page ended.
+///
+/// ```
+/// use hermes_core::tracking::GroupRequest;
+///
+/// let first = GroupRequest::new(20);
+/// assert_eq!(first.cursor, None);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GroupRequest {
+    /// At most this many groups.
+    pub limit: usize,
+    /// Where the page starts: the [`GroupPage::next`] of the page before, `None` for the
+    /// first.
+    pub cursor: Option<String>,
 }
 
-/// The expiry and key of a cursor [`record_cursor`] made; `None` for anything else.
-pub fn parse_record_cursor(cursor: &str) -> Option<(f64, &str)> {
-    let (expires, key) = cursor.split_once('/')?;
-    let expires: f64 = expires.parse().ok()?;
-    expires.is_finite().then_some((expires, key))
+impl GroupRequest {
+    /// The first page of up to `limit` groups.
+    pub fn new(limit: usize) -> Self {
+        GroupRequest {
+            limit,
+            cursor: None,
+        }
+    }
+
+    /// The page starting at `cursor`, a [`GroupPage::next`] the same backend returned.
+    #[must_use]
+    pub fn after(mut self, cursor: impl Into<String>) -> Self {
+        self.cursor = Some(cursor.into());
+        self
+    }
 }
 
-/// Whether a record that expires at `expires` under `key` comes after `cursor` in the order
-/// [`record_cursor`] describes (every record does without a cursor).
-pub fn after_record_cursor(cursor: Option<(f64, &str)>, expires: f64, key: &str) -> bool {
-    cursor.is_none_or(|(c_expires, c_key)| {
-        expires < c_expires || (expires == c_expires && key < c_key)
-    })
+/// One page of batches and workflows, and where the next one starts.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct GroupPage {
+    /// The groups, the last created first.
+    pub groups: Vec<GroupState>,
+    /// The cursor of the next page; `None` when this page is the last.
+    pub next: Option<String>,
+}
+
+impl GroupPage {
+    /// A page of `groups` followed by the one at `next`.
+    pub fn new(groups: Vec<GroupState>, next: Option<String>) -> Self {
+        GroupPage { groups, next }
+    }
+
+    /// The page of up to `limit` of `groups`, sorted here (the last created first, then by
+    /// id, last first) and left to those after `cursor` (a [`listing_cursor`] of a creation
+    /// time and an id): for a backend that reads every group it keeps.
+    ///
+    /// # Errors
+    /// [`Error::InvalidMessage`](crate::Error::InvalidMessage) for a cursor of another kind.
+    pub fn of_all(
+        mut groups: Vec<GroupState>,
+        request: &GroupRequest,
+    ) -> Result<GroupPage, crate::Error> {
+        let cursor = match request.cursor.as_deref() {
+            Some(cursor) => Some(parse_listing_cursor(cursor).ok_or_else(|| {
+                crate::Error::InvalidMessage("not a cursor of this backend's groups".to_owned())
+            })?),
+            None => None,
+        };
+        groups.retain(|g| after_listing_cursor(cursor, g.spec.created, &g.spec.id));
+        groups.sort_by(|a, b| {
+            b.spec
+                .created
+                .total_cmp(&a.spec.created)
+                .then_with(|| b.spec.id.cmp(&a.spec.id))
+        });
+        let limit = request.limit.max(1);
+        let next = (groups.len() > limit)
+            .then(|| listing_cursor(groups[limit - 1].spec.created, &groups[limit - 1].spec.id));
+        groups.truncate(limit);
+        Ok(GroupPage { groups, next })
+    }
+}
+
+/// The cursor after an entry of a listing ordered by a time, `at` (Unix seconds, or any
+/// number a backend orders by), latest first, then by `key`, last first: for records, when
+/// each expires and its id or the name it is kept under; for groups, when each was created
+/// and its id.
+pub fn listing_cursor(at: f64, key: &str) -> String {
+    format!("{at}/{key}")
+}
+
+/// The time and key of a cursor [`listing_cursor`] made; `None` for anything else.
+pub fn parse_listing_cursor(cursor: &str) -> Option<(f64, &str)> {
+    let (at, key) = cursor.split_once('/')?;
+    let at: f64 = at.parse().ok()?;
+    at.is_finite().then_some((at, key))
+}
+
+/// Whether an entry at `at` under `key` comes after `cursor` in the order
+/// [`listing_cursor`] describes (every entry does without a cursor).
+pub fn after_listing_cursor(cursor: Option<(f64, &str)>, at: f64, key: &str) -> bool {
+    cursor.is_none_or(|(c_at, c_key)| at < c_at || (at == c_at && key < c_key))
 }
 
 #[cfg(test)]
@@ -199,13 +281,13 @@ mod tests {
 
     #[test]
     fn cursors_round_trip_and_order_latest_first() {
-        let cursor = record_cursor(1700000000.25, "ab/c");
-        let parsed = parse_record_cursor(&cursor).unwrap();
+        let cursor = listing_cursor(1700000000.25, "ab/c");
+        let parsed = parse_listing_cursor(&cursor).unwrap();
         assert_eq!(parsed, (1700000000.25, "ab/c"));
-        assert!(after_record_cursor(Some(parsed), 1700000000.0, "z"));
-        assert!(after_record_cursor(Some(parsed), 1700000000.25, "ab"));
-        assert!(!after_record_cursor(Some(parsed), 1700000000.25, "ab/c"));
-        assert!(!after_record_cursor(Some(parsed), 1700000001.0, "a"));
-        assert!(parse_record_cursor("nonsense").is_none());
+        assert!(after_listing_cursor(Some(parsed), 1700000000.0, "z"));
+        assert!(after_listing_cursor(Some(parsed), 1700000000.25, "ab"));
+        assert!(!after_listing_cursor(Some(parsed), 1700000000.25, "ab/c"));
+        assert!(!after_listing_cursor(Some(parsed), 1700000001.0, "a"));
+        assert!(parse_listing_cursor("nonsense").is_none());
     }
 }

@@ -71,7 +71,8 @@ use serde::de::DeserializeOwned;
 pub use batch::{Batch, BatchStatus, CallbackState};
 pub use group::{GroupKind, GroupSpec, GroupState, Planned, Settled, StepSpec, Tally};
 pub use listing::{
-    RecordPage, RecordRequest, after_record_cursor, parse_record_cursor, record_cursor,
+    GroupPage, GroupRequest, RecordPage, RecordRequest, after_listing_cursor, listing_cursor,
+    parse_listing_cursor,
 };
 pub use record::{JobRecord, JobState, MAX_NOTE_LEN, Progress};
 pub(crate) use workflow::NOT_RUN;

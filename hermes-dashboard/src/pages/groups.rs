@@ -1,27 +1,34 @@
-//! `groups`: a batch or a workflow found by id, with its progress: a batch's counts and
-//! callbacks, a workflow's steps.
+//! `groups`: the batches and workflows kept, the last created first, a page at a time from
+//! the backend, each with its progress; and one found by id: a batch's counts and callbacks, a
+//! workflow's steps.
 
 use std::sync::Arc;
 
 use axum::extract::{Query, State as Shared};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
-use hermes_core::tracking::{BatchStatus, WorkflowStatus};
+use hermes_core::tracking::{BatchStatus, GroupKind, GroupRequest, GroupState, WorkflowStatus};
 use hermes_core::{DEFAULT_PRIORITY, Emitter};
 use serde::Deserialize;
 
 use crate::base::Base;
-use crate::html::{Cell, escape, live_page, table};
+use crate::html::{Cell, escape, live_page, query_value, table};
 use crate::pages::queue::job_link;
 use crate::state::State;
 use crate::view::{batch_state, callback, step_state, unix_rfc3339, workflow_state};
 
-/// Which batch or workflow `groups` shows; none for the search form alone.
+/// Which batch or workflow `groups` shows; none for the list.
 #[derive(Deserialize)]
 pub(crate) struct GroupQuery {
     #[serde(default)]
     id: Option<String>,
+    /// Where the list's page starts.
+    #[serde(default)]
+    cursor: Option<String>,
 }
+
+/// How many groups a page of the list shows.
+const GROUPS_PER_PAGE: usize = 25;
 
 fn field(name: &str, value: impl Into<String>) -> Vec<Cell> {
     vec![Cell::Text(name.to_owned()), Cell::Text(value.into())]
@@ -50,6 +57,35 @@ pub(crate) async fn page(
         return Html(live_page(&base, "Batches and workflows", &body)).into_response();
     }
     let Some(id) = id else {
+        let mut request = GroupRequest::new(GROUPS_PER_PAGE);
+        if let Some(cursor) = &query.cursor {
+            request = request.after(cursor.clone());
+        }
+        let page = match state
+            .call(&base, async { state.jobs()?.groups(&request).await })
+            .await
+        {
+            Ok(page) => page,
+            Err(failed) => return failed,
+        };
+        body.push_str(&list_html(&base, &page.groups));
+        let mut pager = Vec::new();
+        if query.cursor.is_some() {
+            pager.push(format!(
+                "<a class=\"first\" href=\"{}\">First page</a>",
+                escape(&base.to("/groups"))
+            ));
+        }
+        if let Some(next) = &page.next {
+            pager.push(format!(
+                "<a class=\"next\" href=\"{}?cursor={}\">Next page</a>",
+                escape(&base.to("/groups")),
+                escape(&query_value(next))
+            ));
+        }
+        if !pager.is_empty() {
+            body.push_str(&format!("<p class=\"pager\">{}</p>", pager.join(" ")));
+        }
         return Html(live_page(&base, "Batches and workflows", &body)).into_response();
     };
     let emitter = Emitter::from_arc(state.driver.clone());
@@ -79,6 +115,61 @@ pub(crate) async fn page(
         Html(live_page(&base, "Batches and workflows", &body)),
     )
         .into_response()
+}
+
+/// The groups of a page of the list: each links to its own page, with its progress.
+fn list_html(base: &Base, groups: &[GroupState]) -> String {
+    if groups.is_empty() {
+        return "<p class=\"empty\">No batches or workflows kept.</p>".to_owned();
+    }
+    let rows: Vec<Vec<Cell>> = groups
+        .iter()
+        .map(|g| {
+            let kind = match g.spec.kind {
+                GroupKind::Batch { .. } => "batch",
+                GroupKind::Workflow { .. } => "workflow",
+                _ => "group",
+            };
+            let done = g.tally.succeeded + g.tally.failed;
+            let state = match (g.finished, g.tally.failed) {
+                (None, _) => "running",
+                (Some(_), 0) => "succeeded",
+                (Some(_), _) => "finished with failures",
+            };
+            vec![
+                Cell::Html(format!(
+                    "<a class=\"group\" href=\"{}?id={}\">{}</a>",
+                    escape(&base.to("/groups")),
+                    escape(&query_value(&g.spec.id)),
+                    escape(&g.spec.id)
+                )),
+                Cell::Text(kind.to_owned()),
+                Cell::Text(g.spec.description.clone().unwrap_or_default()),
+                Cell::Text(unix_rfc3339(g.spec.created)),
+                Cell::Html(format!(
+                    "<progress max=\"{}\" value=\"{done}\"></progress> {done} of {}",
+                    g.tally.total.max(1),
+                    g.tally.total
+                )),
+                Cell::Text(g.tally.succeeded.to_string()),
+                Cell::Text(g.tally.failed.to_string()),
+                Cell::Text(state.to_owned()),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "id",
+            "kind",
+            "description",
+            "created",
+            "progress",
+            "succeeded",
+            "failed",
+            "state",
+        ],
+        &rows,
+    )
 }
 
 /// A batch: a progress bar of its finished jobs, its counts and its callbacks.

@@ -101,6 +101,9 @@ pub(crate) struct Sql {
     pub(crate) group_claim: String,
     /// `$1` queue, `$2` group.
     pub(crate) group: String,
+    /// `$1` queue, then the cursor: `$2` creation time, `$3` group id; `$4` limit. The last
+    /// created first.
+    pub(crate) list_groups: String,
     /// `$1` queue, `$2` group, `$3` members.
     pub(crate) group_outcomes: String,
 }
@@ -354,6 +357,13 @@ impl Sql {
             group: format!(
                 "SELECT spec, total, succeeded, failed, released, finished FROM {s}.job_groups \
                  WHERE queue = $1 AND group_id = $2 AND expires_at > {NOW}"
+            ),
+            list_groups: format!(
+                "SELECT spec, total, succeeded, failed, released, finished, group_id, created \
+                 FROM (SELECT *, (spec::jsonb ->> 'created')::float8 AS created \
+                 FROM {s}.job_groups WHERE queue = $1) g \
+                 WHERE expires_at > {NOW} AND (created < $2 OR (created = $2 AND group_id < $3)) \
+                 ORDER BY created DESC, group_id DESC LIMIT $4"
             ),
             group_outcomes: format!(
                 "SELECT u.member, m.outcome FROM unnest($3::text[]) AS u(member) \

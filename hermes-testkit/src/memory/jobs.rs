@@ -9,8 +9,8 @@ use hermes_core::driver::{
 };
 use hermes_core::time::unix_now;
 use hermes_core::tracking::{
-    GroupSpec, GroupState, JobRecord, RecordPage, RecordRequest, Settled, Tally,
-    after_record_cursor, parse_record_cursor, record_cursor,
+    GroupPage, GroupRequest, GroupSpec, GroupState, JobRecord, RecordPage, RecordRequest, Settled,
+    Tally, after_listing_cursor, listing_cursor, parse_listing_cursor,
 };
 use hermes_core::{Error, Message, Priority};
 use tokio::time::Instant;
@@ -98,7 +98,7 @@ impl JobStore for MemoryDriver {
 
     async fn records(&self, request: &RecordRequest) -> Result<RecordPage, Error> {
         let cursor = match request.cursor.as_deref() {
-            Some(cursor) => Some(parse_record_cursor(cursor).ok_or_else(|| {
+            Some(cursor) => Some(parse_listing_cursor(cursor).ok_or_else(|| {
                 Error::InvalidMessage("not a cursor of the memory driver's records".to_owned())
             })?),
             None => None,
@@ -110,7 +110,7 @@ impl JobStore for MemoryDriver {
             .records
             .iter()
             .filter(|(id, (_, until, expires))| {
-                *until > now && after_record_cursor(cursor, *expires, id)
+                *until > now && after_listing_cursor(cursor, *expires, id)
             })
             .map(|(id, (record, _, expires))| (*expires, id.as_str(), record))
             .collect();
@@ -120,7 +120,7 @@ impl JobStore for MemoryDriver {
         let read = kept
             .into_iter()
             .take(reads)
-            .map(|(expires, id, record)| (record_cursor(expires, id), Some(record.clone())))
+            .map(|(expires, id, record)| (listing_cursor(expires, id), Some(record.clone())))
             .collect();
         Ok(request.page_of(read, more))
     }
@@ -263,6 +263,19 @@ impl JobStore for MemoryDriver {
                 found.finished,
             )
         }))
+    }
+
+    async fn groups(&self, request: &GroupRequest) -> Result<GroupPage, Error> {
+        let state = self.lock();
+        let now = Instant::now();
+        let kept = state
+            .jobs
+            .groups
+            .values()
+            .filter(|g| g.expires > now)
+            .map(|g| GroupState::new(g.spec.clone(), g.tally, g.released.clone(), g.finished))
+            .collect();
+        GroupPage::of_all(kept, request)
     }
 
     async fn outcomes(

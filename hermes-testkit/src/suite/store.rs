@@ -87,6 +87,8 @@ macro_rules! store_suite {
             pausing_stops_new_starts_and_resuming_restarts_them,
             cancelling_stops_waiting_and_running_jobs,
             results_round_trip_with_their_type,
+            kept_records_are_met_once_by_pages,
+            kept_groups_are_met_once_by_pages,
             status_moves_through_its_states,
             a_batch_runs_its_success_callback_once_after_its_last_job,
             a_batch_with_a_dead_job_completes_without_success,

@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use hermes_core::tracking::{
-    Batch, BatchStatus, CallbackState, Chain, JobRecord, JobState, ON_COMPLETE, ON_SUCCESS,
-    RecordRequest, Settled, Step, StepState, Workflow, WorkflowState,
+    Batch, BatchStatus, CallbackState, Chain, GroupRequest, JobRecord, JobState, ON_COMPLETE,
+    ON_SUCCESS, RecordRequest, Settled, Step, StepState, Workflow, WorkflowState,
 };
 use hermes_core::{
     DEFAULT_PRIORITY, Dispatcher, DispatcherOptions, Driver, Emitter, Error, Job, JobContext,
@@ -930,6 +930,61 @@ pub async fn kept_records_are_met_once_by_pages<H: Harness>(h: &H, queue: &str) 
     );
     let refused = store
         .records(&RecordRequest::new(5).after("no such cursor"))
+        .await;
+    assert!(
+        refused.is_err(),
+        "a cursor the backend did not give is refused: {refused:?}"
+    );
+    Outcome::Passed
+}
+
+/// The batches and workflows kept, walked a page at a time from the first through each
+/// cursor, meet each group of the queue once, the last opened first, with its counts; a cursor
+/// the backend did not give is refused.
+pub async fn kept_groups_are_met_once_by_pages<H: Harness>(h: &H, queue: &str) -> Outcome {
+    let emitter = match emitter_or_skip(h, queue).await {
+        Ok(emitter) => emitter,
+        Err(skipped) => return skipped,
+    };
+    let store = emitter.driver().jobs().expect("the jobs facet");
+    let mut opened = Vec::new();
+    for n in 0..7u32 {
+        let open = emitter
+            .open_batch(Batch::new().description(format!("listed {n}")))
+            .await
+            .expect("a batch");
+        open.add(&[Item { i: n, fail: false }])
+            .await
+            .expect("a member");
+        opened.push(open.id().to_owned());
+        // Opened in turn: each is created after the one before.
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+    let mut met = Vec::new();
+    let mut request = GroupRequest::new(3);
+    for _ in 0..100 {
+        let page = store.groups(&request).await.expect("a page of groups");
+        assert!(
+            page.groups.len() <= 3,
+            "{} groups on a page of 3",
+            page.groups.len()
+        );
+        met.extend(page.groups);
+        match page.next {
+            Some(next) => request = request.after(next),
+            None => break,
+        }
+    }
+    let ids: Vec<&str> = met.iter().map(|g| g.spec.id.as_str()).collect();
+    let expected: Vec<&str> = opened.iter().rev().map(String::as_str).collect();
+    assert_eq!(ids, expected, "each group once, the last opened first");
+    assert!(
+        met.iter()
+            .all(|g| g.tally.total >= 1 && g.tally.pending() == g.tally.total),
+        "each with its counts: {met:?}"
+    );
+    let refused = store
+        .groups(&GroupRequest::new(3).after("no such cursor"))
         .await;
     assert!(
         refused.is_err(),
